@@ -1,0 +1,165 @@
+"""The machine-readable run summary: one JSON document a pipeline decides on.
+
+Its schema is docs/run-summary.schema.json; `SCHEMA_VERSION` changes whenever a field changes
+meaning or disappears (additions keep the version).
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime, timezone
+from pathlib import Path
+
+from gpufleet.runner import EXIT_NODES_FAILED, EXIT_PASSED, EXIT_RUN_BROKEN, StageRun, classify, failed_hosts
+
+SCHEMA_VERSION = "1.0"
+SCHEMA_PATH = Path(__file__).resolve().parent.parent / "docs" / "run-summary.schema.json"
+_RESULT_NAMES = {EXIT_PASSED: "passed", EXIT_NODES_FAILED: "nodes_failed"}
+
+
+def _load(path: Path):
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+
+
+def collect_findings(document) -> list[dict]:
+    """Every finding (a dict with code, severity and node) anywhere in a gpufleet report."""
+    found = []
+    stack = [document]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, dict):
+            if {"code", "severity", "node"} <= item.keys():
+                found.append(item)
+                continue
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+    return found
+
+
+def _versions_by_node(reports: Path) -> dict[str, dict]:
+    """Installed versions per node, from the stack report (or the smoke report when alone)."""
+    versions: dict[str, dict] = {}
+    stack = _load(reports / "stack.json") or {}
+    for node, info in (stack.get("nodes") or {}).items():
+        if isinstance(info, dict):
+            installed = info.get("installed", info)
+            versions[node] = {k: installed.get(k) for k in ("driver", "cuda", "nccl", "torch") if k in installed}
+    smoke = _load(reports / "smoke.json") or {}
+    smoke_versions = smoke.get("versions") or {}
+    for node in smoke.get("nodes") or []:
+        name = node if isinstance(node, str) else node.get("name") if isinstance(node, dict) else None
+        if name and name not in versions and smoke_versions:
+            versions[name] = {k: smoke_versions.get(k) for k in ("driver", "cuda", "nccl", "torch")}
+    return versions
+
+
+def _smoke_verdict(reports: Path) -> dict | None:
+    smoke = _load(reports / "smoke.json")
+    if not smoke:
+        return None
+    verdict = smoke.get("verdict")
+    if isinstance(verdict, dict):
+        return {"passed": verdict.get("passed"), "reasons": verdict.get("reasons", []),
+                "backend": smoke.get("backend")}
+    return {"passed": None, "reasons": [], "backend": smoke.get("backend")}
+
+
+def build_summary(run: StageRun, limit: str | None, started_at: datetime) -> dict:
+    code, reason = classify(run)
+    reports = run.artifacts / "reports"
+    findings = []
+    for path in sorted(reports.rglob("*.json")):
+        findings.extend(collect_findings(_load(path)))
+    unique = {json.dumps(f, sort_keys=True): f for f in findings}
+    findings = list(unique.values())
+    versions = _versions_by_node(reports)
+    bad = failed_hosts(run)
+
+    nodes = {}
+    all_hosts = sorted(set(run.tracker.hosts_seen) | set(run.hosts if limit is None else run.tracker.hosts_seen))
+    for host in all_hosts:
+        stages = {play: per_host[host].as_dict() for play, per_host in run.tracker.tallies.items()
+                  if host in per_host}
+        if host in bad:
+            status = "failed"
+        elif stages:
+            status = "passed"
+        else:
+            status = "not_run"
+        nodes[host] = {
+            "status": status,
+            "stages": stages,
+            "findings": [f for f in findings if f.get("node") == host],
+            "versions": versions.get(host, {}),
+        }
+    return {
+        "schema_version": SCHEMA_VERSION,
+        "stage": run.stage,
+        "inventory": str(run.inventory),
+        "limit": limit,
+        "started_at": started_at.isoformat(),
+        "finished_at": datetime.now(timezone.utc).isoformat(),
+        "duration_s": run.duration_s,
+        "ansible_rc": run.rc,
+        "exit_code": code,
+        "result": _RESULT_NAMES.get(code, "run_broken"),
+        "reason": reason,
+        "nodes": nodes,
+        "ready_nodes": sorted(h for h, n in nodes.items() if n["status"] == "passed"),
+        "failed_nodes": sorted(h for h, n in nodes.items() if n["status"] == "failed"),
+        "smoke": _smoke_verdict(reports),
+        "artifacts": {
+            "directory": str(run.artifacts),
+            "events": str(run.artifacts / "runner" / "artifacts" / "run" / "job_events"),
+            "reports": sorted(str(p) for p in reports.rglob("*") if p.is_file()),
+        },
+    }
+
+
+def broken_summary(stage: str, inventory: Path, limit: str | None, reason: str, started_at: datetime) -> dict:
+    """The summary of a run that could not start: same schema, no nodes."""
+    return {
+        "schema_version": SCHEMA_VERSION,
+        "stage": stage,
+        "inventory": str(inventory),
+        "limit": limit,
+        "started_at": started_at.isoformat(),
+        "finished_at": datetime.now(timezone.utc).isoformat(),
+        "duration_s": 0.0,
+        "ansible_rc": None,
+        "exit_code": EXIT_RUN_BROKEN,
+        "result": "run_broken",
+        "reason": reason,
+        "nodes": {},
+        "ready_nodes": [],
+        "failed_nodes": [],
+        "smoke": None,
+        "artifacts": {"directory": None, "events": None, "reports": []},
+    }
+
+
+def summary_table(summary: dict) -> str:
+    """The closing human table: one row per node, one column per play."""
+    plays: list[str] = []
+    for node in summary["nodes"].values():
+        for play in node["stages"]:
+            if play not in plays:
+                plays.append(play)
+    header = ["node", "status", *plays, "findings"]
+    rows = [header]
+    for host, node in sorted(summary["nodes"].items()):
+        cells = [host, node["status"]]
+        cells += [node["stages"].get(p, {}).get("status", "-") for p in plays]
+        fails = sum(1 for f in node["findings"] if f.get("severity") == "fail")
+        warns = sum(1 for f in node["findings"] if f.get("severity") == "warn")
+        cells.append(f"{fails} fail, {warns} warn")
+        rows.append(cells)
+    widths = [max(len(str(r[i])) for r in rows) for i in range(len(header))]
+    lines = ["  ".join(str(c).ljust(w) for c, w in zip(r, widths)).rstrip() for r in rows]
+    lines.insert(1, "  ".join("-" * w for w in widths))
+    lines.append(f"result: {summary['result']} (exit {summary['exit_code']}): {summary['reason']}")
+    return "\n".join(lines)

@@ -1,0 +1,127 @@
+"""The pipeline entry point, run for real through ansible-runner on local-connection hosts."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import jsonschema
+import pytest
+
+from gpufleet import cli
+from gpufleet.runner import EXIT_NODES_FAILED, EXIT_PASSED, EXIT_RUN_BROKEN, RunBroken, classify, run_stage
+from gpufleet.summary import SCHEMA_PATH, build_summary, summary_table
+
+PLAY = """
+- name: Check the nodes
+  hosts: gpu_nodes
+  gather_facts: false
+  tasks:
+    - name: Write a health report with a finding for the failing node
+      when: fail_here | default(false) | bool
+      delegate_to: localhost
+      ansible.builtin.copy:
+        dest: "{{ lookup('ansible.builtin.env', 'GPUFLEET_REPORT_DIR') }}/health.json"
+        content: '{{ {"nodes": {inventory_hostname: {"findings": [{"code": "ECC_UNCORRECTABLE_VOLATILE",
+          "severity": "fail", "node": inventory_hostname, "message": "2 uncorrectable"}]}}} | to_json }}'
+        mode: "0644"
+    - name: Pass on every node but the one told to fail
+      ansible.builtin.assert:
+        that: not (fail_here | default(false) | bool)
+        fail_msg: "{{ inventory_hostname }} was told to fail"
+"""
+
+
+def _inventory(tmp_path: Path, failing: str | None = None) -> Path:
+    hosts = {}
+    for name in ("n1", "n2", "n3"):
+        hosts[name] = {"ansible_connection": "local", "ansible_python_interpreter": sys.executable}
+        if name == failing:
+            hosts[name]["fail_here"] = True
+    path = tmp_path / "inventory.json"
+    # A JSON file is valid YAML, which the yaml inventory plugin reads.
+    path.with_suffix(".yml").write_text(json.dumps({"gpu_nodes": {"hosts": hosts}}))
+    return path.with_suffix(".yml")
+
+
+@pytest.fixture
+def playbook(tmp_path):
+    path = tmp_path / "play.yml"
+    path.write_text(PLAY)
+    return path
+
+
+def _summary(tmp_path, failing=None, playbook=None, limit=None):
+    artifacts = tmp_path / "artifacts"
+    lines = []
+
+    class Out:
+        def write(self, text):
+            lines.append(text)
+
+        def flush(self):
+            pass
+
+    run = run_stage("validate", _inventory(tmp_path, failing), artifacts, limit=limit,
+                    out=Out(), playbook=playbook)
+    from datetime import datetime, timezone
+    return run, build_summary(run, limit, datetime.now(timezone.utc)), "".join(lines)
+
+
+def test_healthy_run_passes_with_a_complete_summary(tmp_path, playbook):
+    run, summary, progress = _summary(tmp_path, playbook=playbook)
+    assert classify(run) == (EXIT_PASSED, "all nodes passed")
+    jsonschema.validate(summary, json.loads(SCHEMA_PATH.read_text()))
+    assert summary["ready_nodes"] == ["n1", "n2", "n3"]
+    assert summary["failed_nodes"] == []
+    # One progress line per node for the play, with the elapsed time.
+    assert sum(1 for line in progress.splitlines() if "Check the nodes" in line) == 3
+    assert all(line.startswith("[") and "s]" in line for line in progress.splitlines())
+    assert Path(summary["artifacts"]["events"]).is_dir()
+
+
+def test_a_failing_node_is_named_with_its_findings(tmp_path, playbook):
+    run, summary, progress = _summary(tmp_path, failing="n2", playbook=playbook)
+    code, reason = classify(run)
+    assert code == EXIT_NODES_FAILED
+    assert reason == "nodes failed: n2"
+    jsonschema.validate(summary, json.loads(SCHEMA_PATH.read_text()))
+    assert summary["failed_nodes"] == ["n2"]
+    assert summary["ready_nodes"] == ["n1", "n3"]
+    node = summary["nodes"]["n2"]
+    assert node["stages"]["Check the nodes"]["status"] == "failed"
+    assert "n2 was told to fail" in node["stages"]["Check the nodes"]["first_failure"]
+    assert [f["code"] for f in node["findings"]] == ["ECC_UNCORRECTABLE_VOLATILE"]
+    assert summary["nodes"]["n1"]["findings"] == []
+    assert "n2" in summary_table(summary).splitlines()[3]
+
+
+def test_limit_runs_only_the_selected_nodes(tmp_path, playbook):
+    run, summary, _ = _summary(tmp_path, failing="n2", playbook=playbook, limit="n1")
+    assert classify(run)[0] == EXIT_PASSED
+    assert sorted(summary["nodes"]) == ["n1"]
+
+
+def test_bad_inventory_breaks_the_run_with_one_line(tmp_path, capsys):
+    bad = tmp_path / "bad.yml"
+    bad.write_text("gpu_nodes: [unclosed\n")
+    rc = cli.main(["run", "validate", "-i", str(bad), "--artifacts", str(tmp_path / "a")])
+    assert rc == EXIT_RUN_BROKEN
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "could not be parsed" in err[0] and str(bad) in err[0]
+    summary = json.loads((tmp_path / "a" / "summary.json").read_text())
+    jsonschema.validate(summary, json.loads(SCHEMA_PATH.read_text()))
+    assert summary["result"] == "run_broken"
+
+
+def test_missing_inventory_and_unknown_stage_break_the_run(tmp_path):
+    with pytest.raises(RunBroken, match="does not exist"):
+        run_stage("validate", tmp_path / "nope.yml", tmp_path / "a")
+    with pytest.raises(RunBroken, match="unknown stage"):
+        run_stage("deploy", tmp_path / "nope.yml", tmp_path / "a")
+
+
+def test_console_script_is_installed_and_documents_exit_codes():
+    bin_dir = Path(sys.executable).parent
+    out = subprocess.run([str(bin_dir / "gpufleet"), "--help"], capture_output=True, text=True, check=True).stdout
+    assert "1 some nodes failed" in out and "2 the run itself broke" in out
