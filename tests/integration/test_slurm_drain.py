@@ -88,11 +88,5 @@ def test_node_drained_by_someone_else_is_never_resumed(tmp_path):
 
 
 def test_disabled_role_never_calls_scontrol(tmp_path):
-    play = PLAY.replace("slurm_drain_enabled: "{{ enabled }}"", "slurm_drain_enabled: false")
-    (tmp_path / "bin").mkdir()
-    _run.__globals__["PLAY"], saved = play, PLAY
-    try:
-        _run(tmp_path, FAIL)
-    finally:
-        _run.__globals__["PLAY"] = saved
+    _run(tmp_path, FAIL, enabled=False)
     assert not (tmp_path / "bin" / "calls").exists()
