@@ -1,0 +1,766 @@
+# -*- coding: utf-8 -*-
+# Copyright: gpufleet contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The compat solver behind ``gpufleet.cluster.stack_plan``.
+
+Pure: no Ansible imports. ``solve(request)`` returns one consistent plan or
+raises ``StackError`` whose ``rule`` is a stable id from ``compat_data.RULES``
+and whose message says which pair conflicts, why, and the nearest requests
+that work.
+
+Decisions (documented in docs/compatibility.md):
+- ``driver_min_version`` is Table 3's minimum for the toolkit release asked for:
+  the GA release for "12.2" (535.54.03), the update for "12.2.1" (535.86.09).
+  ``toolkit_driver_min_version`` is the minimum for the update the repository
+  installs (``toolkit_full_version``); ``driver_recommended_version`` meets both.
+- Torch wheel variant: the highest variant of the toolkit's CUDA major whose
+  minor is <= the toolkit's; else the lowest same-major variant above it (with a
+  warning: it runs under minor-version compatibility, and extensions built with
+  the older system nvcc still load within one major); a different major is
+  TORCH_CUDA_MAJOR_MISMATCH unless ``allow_cuda_major_mismatch``.
+- Driver branch: the request's, else the first of DEFAULT_BRANCH_PREFERENCE
+  that meets Table 3 (R535 LTSB for every toolkit 11.7-12.2).
+"""
+
+from __future__ import annotations
+
+import re
+
+try:  # collection import path (Ansible, pytest with the collections/ path)
+    from ansible_collections.gpufleet.cluster.plugins.module_utils import compat_data as _data
+    from ansible_collections.gpufleet.cluster.plugins.module_utils.gpu_models import (
+        lookup_model, architecture_for_cc)
+except ImportError:  # pragma: no cover - direct import from the source tree
+    import compat_data as _data  # type: ignore
+    from gpu_models import lookup_model, architecture_for_cc  # type: ignore
+
+try:
+    from collections.abc import Mapping
+except ImportError:  # pragma: no cover
+    from collections import Mapping  # type: ignore
+
+
+class StackError(ValueError):
+    """A request that cannot work. ``rule`` is a stable id; ``alternatives`` a
+    list of request fragments (dicts) that do work, nearest first."""
+
+    def __init__(self, rule, message, alternatives=None):
+        super().__init__(message)
+        self.rule = rule
+        self.alternatives = alternatives or []
+
+    def __str__(self):
+        return "[%s] %s" % (self.rule, self.args[0])
+
+
+KNOWN_KEYS = {
+    "gpus", "cuda", "torch", "torch_variant", "driver_branch", "driver_compat", "os", "arch",
+    "nvswitch", "kernel_modules", "allow_cuda_major_mismatch", "repo_base_url",
+}
+
+# ---------------------------------------------------------------- versions
+
+
+def vkey(version):
+    """Sortable key for dotted numeric versions ("535.54.03" -> (535, 54, 3))."""
+    return tuple(int(p) for p in re.findall(r"\d+", str(version)))
+
+
+def _mm(version):
+    k = vkey(version)
+    return (k[0], k[1] if len(k) > 1 else 0)
+
+
+def _variant_cuda(variant):
+    """"cu121" -> (12, 1); "cu118" -> (11, 8)."""
+    digits = variant[2:]
+    return int(digits[:-1]), int(digits[-1])
+
+
+def _fmt_mm(mm):
+    return "%d.%d" % mm
+
+
+_CUDA_KEYS = sorted(_data.CUDA_TOOLKITS, key=vkey)
+_TORCH_KEYS = sorted(_data.TORCH_RELEASES, key=vkey)
+
+
+def _as_version_text(value, what):
+    if isinstance(value, bool) or value is None:
+        raise StackError("BAD_REQUEST", "%s must be a version string such as \"12.2\", not %r." % (what, value))
+    if isinstance(value, float):
+        value = repr(value)
+    elif isinstance(value, int):
+        value = str(value)
+    if not isinstance(value, str) or not re.match(r"^\s*\d+(\.\d+)*([+.]?[a-z]+\d*)?\s*$", value, re.I):
+        raise StackError("BAD_REQUEST", "%s must be a version string such as \"12.2\", not %r." % (what, value))
+    return value.strip()
+
+
+def _bool(value, what):
+    if isinstance(value, bool):
+        return value
+    if value is None:
+        return False
+    if isinstance(value, str) and value.strip().lower() in ("true", "yes", "on", "1", "false", "no", "off", "0"):
+        return value.strip().lower() in ("true", "yes", "on", "1")
+    if isinstance(value, int) and value in (0, 1):
+        return bool(value)
+    raise StackError("BAD_REQUEST", "%s must be true or false, not %r." % (what, value))
+
+
+def resolve_cuda(value):
+    """Return (key "12.2", release "12.2" or "12.2.1")."""
+    text = _as_version_text(value, "cuda")
+    parts = vkey(text)
+    key = "%d.%d" % (parts[0], parts[1] if len(parts) > 1 else 0)
+    entry = _data.CUDA_TOOLKITS.get(key)
+    if entry is None:
+        raise StackError(
+            "UNKNOWN_CUDA",
+            "CUDA %s is not in the compatibility data; known toolkits: %s." % (text, ", ".join(_CUDA_KEYS)),
+            [{"cuda": c} for c in _nearest(_CUDA_KEYS, key)])
+    if len(parts) >= 3:
+        release = "%d.%d.%d" % parts[:3]
+        if release not in entry["updates"]:
+            raise StackError(
+                "UNKNOWN_CUDA",
+                "CUDA %s is not a released %s toolkit; releases: %s." % (text, key, ", ".join(sorted(entry["updates"], key=vkey))),
+                [{"cuda": r} for r in sorted(entry["updates"], key=vkey)])
+        return key, release
+    return key, key
+
+
+def resolve_torch(value):
+    """Return (release "2.1.2", pinned variant or None)."""
+    if value is None:
+        return None, None
+    text = _as_version_text(value, "torch")
+    variant = None
+    m = re.match(r"^(\d+(?:\.\d+)*)\+(cu\d{3})$", text)
+    if m:
+        text, variant = m.group(1), m.group(2)
+    parts = vkey(text)
+    if len(parts) == 2:  # "2.1" -> newest patch of 2.1
+        candidates = [t for t in _TORCH_KEYS if vkey(t)[:2] == parts]
+        if candidates:
+            return candidates[-1], variant
+    key = ".".join(str(p) for p in parts[:3])
+    if key not in _data.TORCH_RELEASES:
+        raise StackError(
+            "UNKNOWN_TORCH",
+            "torch %s is not in the compatibility data; known releases: %s." % (text, ", ".join(_TORCH_KEYS)),
+            [{"torch": t} for t in _nearest(_TORCH_KEYS, key)])
+    return key, variant
+
+
+def _nearest(keys, target, count=3):
+    t = vkey(target)
+    return sorted(keys, key=lambda k: (abs(_num(vkey(k)) - _num(t)), vkey(k)))[:count]
+
+
+def _num(parts):
+    out = 0.0
+    scale = 1.0
+    for p in parts[:3]:
+        out += p * scale
+        scale /= 1000.0
+    return out
+
+
+# ---------------------------------------------------------------- OS / repo
+
+
+def resolve_os(value, arch):
+    if value is None:
+        value = "ubuntu22.04"
+    if isinstance(value, Mapping):  # host_info "os" dict, or ansible facts
+        os_id = value.get("id") or value.get("distribution") or ""
+        ver = value.get("version_id") or value.get("distribution_version") or value.get("distribution_major_version") or ""
+        value = "%s%s" % (os_id, ver)
+    if not isinstance(value, str) or not value.strip():
+        raise StackError("BAD_REQUEST", "os must be a string such as \"ubuntu22.04\", \"rhel9\" or \"debian12\", not %r." % (value,))
+    text = value.strip().lower()
+    m = re.match(r"^([a-z][a-z ]*?)[ _-]?(\d+)(?:\.(\d+))?", text)
+    key = None
+    if m:
+        name, major, minor = m.group(1).strip(), m.group(2), m.group(3)
+        name = _data.OS_ALIASES.get(name, name)
+        if name == "ubuntu":
+            if minor is None and len(major) == 4:  # "ubuntu2204"
+                major, minor = major[:2], major[2:]
+            key = "ubuntu%s.%s" % (major, minor or "04")
+        elif name in ("rhel", "debian"):
+            key = "%s%s" % (name, major)
+    if key not in _data.REPO_DISTROS:
+        raise StackError(
+            "UNSUPPORTED_OS",
+            "OS %r has no NVIDIA CUDA repository in the compatibility data; supported: %s (RHEL clones such as Rocky and AlmaLinux use the rhel repository)." % (
+                value, ", ".join(sorted(_data.REPO_DISTROS))),
+            [{"os": k} for k in sorted(_data.REPO_DISTROS)])
+    if arch is None:
+        arch = "x86_64"
+    if not isinstance(arch, str) or arch.strip().lower() not in _data.REPO_ARCHES:
+        raise StackError(
+            "UNSUPPORTED_OS",
+            "arch %r has no NVIDIA CUDA repository; supported: x86_64, aarch64 (served from sbsa)." % (arch,),
+            [{"arch": "x86_64"}, {"arch": "aarch64"}])
+    distro, family = _data.REPO_DISTROS[key]
+    return key, distro, family, _data.REPO_ARCHES[arch.strip().lower()]
+
+
+# ---------------------------------------------------------------- GPUs
+
+_CC_RE = re.compile(r"^\s*(?:sm_?|compute_)?(\d{1,2})\.?(\d)[a-z]?\s*$", re.I)
+_NAME_KEYS = ("name", "product_name", "model", "gpu_name")
+_CC_KEYS = ("compute_capability", "compute_cap", "cc")
+_PCI_KEYS = ("pci_device_id", "device_id", "pci_id")
+
+
+def _cc_text(value):
+    if isinstance(value, bool) or value is None:
+        return None
+    if isinstance(value, float):
+        return "%.1f" % value
+    if isinstance(value, int):
+        return "%d.%d" % divmod(value, 10) if value >= 10 else "%d.0" % value
+    m = _CC_RE.match(str(value))
+    if not m:
+        return None
+    return "%d.%d" % (int(m.group(1)), int(m.group(2)))
+
+
+class _GpuResolver(object):
+    """Resolves GPU descriptions to {name, cc, arch}; caches per distinct input."""
+
+    def __init__(self):
+        self._cache = {}
+        self.models = {}      # (name, cc) -> summary dict
+        self.unknown = []     # descriptions that could not be resolved
+        self.nvswitch = False
+
+    def add(self, item):
+        if isinstance(item, Mapping):
+            if "gpus" in item and isinstance(item.get("gpus"), list):  # gpu_info result
+                if item.get("nvswitch") is True:
+                    self.nvswitch = True
+                gpus = item["gpus"]
+                if not gpus and isinstance(item.get("pci_devices"), list):
+                    gpus = [d for d in item["pci_devices"] if isinstance(d, Mapping) and d.get("kind", "gpu") == "gpu"]
+                for gpu in gpus:
+                    self.add(gpu)
+                return
+            name = next((item[k] for k in _NAME_KEYS if item.get(k)), None)
+            cc = next((item[k] for k in _CC_KEYS if item.get(k) not in (None, "", "[N/A]", "N/A")), None)
+            pci = next((item[k] for k in _PCI_KEYS if item.get(k)), None)
+            key = (str(name) if name is not None else None, str(cc) if cc is not None else None,
+                   str(pci) if pci is not None else None)
+        elif isinstance(item, (str, int, float)) and not isinstance(item, bool):
+            key = ("s", str(item), type(item).__name__)
+        else:
+            raise StackError("BAD_REQUEST", "gpus entries must be GPU names, compute capabilities or gpu_info facts, not %r." % (item,))
+        hit = self._cache.get(key)
+        if hit is None:
+            hit = self._resolve(item, key)
+            self._cache[key] = hit
+        if hit is False:
+            return
+        mk = (hit["name"], hit["compute_capability"])
+        summary = self.models.get(mk)
+        if summary is None:
+            summary = dict(hit, count=0)
+            self.models[mk] = summary
+        summary["count"] += 1
+
+    def _resolve(self, item, key):
+        if key[0] == "s":
+            text = key[1]
+            cc = _cc_text(item) if not isinstance(item, str) else (_cc_text(text) if _CC_RE.match(text) else None)
+            if cc is not None:
+                return self._from_cc(cc, None)
+            model = lookup_model(text)
+            if model is None:
+                self.unknown.append(text)
+                return False
+            return self._from_model(model)
+        name, cc, pci = key
+        model = None
+        if pci:
+            model = lookup_model(pci)
+        if model is None and name:
+            model = lookup_model(name)
+        ccn = _cc_text(cc) if cc is not None else None
+        if ccn is not None:
+            out = self._from_cc(ccn, name if model is None else model["name"])
+            return out
+        if model is not None:
+            return self._from_model(model)
+        self.unknown.append(name or pci or repr(item))
+        return False
+
+    @staticmethod
+    def _from_model(model):
+        return {"name": model["name"], "compute_capability": model["compute_capability"],
+                "architecture": model["architecture"], "memory_gib": model.get("memory_gib")}
+
+    @staticmethod
+    def _from_cc(cc, name):
+        return {"name": name or "compute capability %s" % cc, "compute_capability": cc,
+                "architecture": architecture_for_cc(cc), "memory_gib": None}
+
+
+def _known_gpu_names():
+    try:
+        from ansible_collections.gpufleet.cluster.plugins.module_utils.gpu_models import MODELS
+    except ImportError:  # pragma: no cover
+        from gpu_models import MODELS  # type: ignore
+    return [m["name"] for m in MODELS]
+
+
+def _gpu_label(g):
+    arch = g.get("architecture")
+    if g["name"].startswith("compute capability"):
+        return "a GPU of compute capability %s%s" % (g["compute_capability"], ", %s" % arch if arch else "")
+    return "%s (compute capability %s%s)" % (g["name"], g["compute_capability"], ", %s" % arch if arch else "")
+
+
+# ---------------------------------------------------------------- rules
+
+
+def cc_cuda_problem(cc, cuda_key):
+    """None when ``cuda_key`` supports ``cc``; else (rule, first, last)."""
+    sup = _data.CC_SUPPORT.get(cc)
+    if sup is None:
+        return None
+    if vkey(cuda_key) < vkey(sup["first_cuda"]):
+        return ("CC_NEEDS_NEWER_CUDA", sup["first_cuda"], sup["last_cuda"])
+    if sup["last_cuda"] and vkey(cuda_key) > vkey(sup["last_cuda"]):
+        return ("CC_DROPPED_BY_CUDA", sup["first_cuda"], sup["last_cuda"])
+    return None
+
+
+def cuda_driver_requirement(cuda_key, release, compat):
+    entry = _data.CUDA_TOOLKITS[cuda_key]
+    if compat == "minor":
+        return entry["driver_min_minor_compat"]
+    return entry["updates"].get(release, entry["driver_min"])
+
+
+def wheel_driver_floor(variant):
+    return _data.WHEEL_DRIVER_FLOOR[str(_variant_cuda(variant)[0])]
+
+
+def branch_best_version(branch, minimum):
+    """The version of ``branch`` to install for a driver >= ``minimum``: its
+    recommended one when that is enough, else its newest that is; None if none."""
+    b = _data.DRIVER_BRANCHES[branch]
+    if vkey(b["recommended"]) >= vkey(minimum):
+        return b["recommended"]
+    ok = [v for v in b["versions"] if vkey(v) >= vkey(minimum)]
+    return ok[-1] if ok else None
+
+
+def branch_first_version(branch, minimum):
+    ok = [v for v in _data.DRIVER_BRANCHES[branch]["versions"] if vkey(v) >= vkey(minimum)]
+    return ok[0] if ok else None
+
+
+def max_full_cuda_for_branch(branch):
+    newest = _data.DRIVER_BRANCHES[branch]["versions"][-1]
+    ok = [c for c in _CUDA_KEYS if vkey(newest) >= vkey(_data.CUDA_TOOLKITS[c]["driver_min"])]
+    return ok[-1] if ok else None
+
+
+def choose_variant(torch_key, cuda_key, pinned=None, allow_mismatch=False):
+    """Return (variant, warnings) or raise StackError."""
+    rel = _data.TORCH_RELEASES[torch_key]
+    variants = rel["variants"]
+    tk = _mm(cuda_key)
+    warnings = []
+    if pinned is not None:
+        if pinned not in variants:
+            raise StackError(
+                "TORCH_NO_WHEEL_FOR_CUDA",
+                "torch %s has no %s wheel; download.pytorch.org carries %s for it." % (torch_key, pinned, ", ".join(variants)),
+                [{"torch": torch_key, "torch_variant": v} for v in variants])
+        chosen = pinned
+    else:
+        same = [v for v in variants if _variant_cuda(v)[0] == tk[0]]
+        below = [v for v in same if _variant_cuda(v) <= tk]
+        if below:
+            chosen = max(below, key=_variant_cuda)
+        elif same:
+            chosen = min(same, key=_variant_cuda)
+        elif allow_mismatch:
+            chosen = min(variants, key=lambda v: abs(_num(_variant_cuda(v)) - _num(tk)))
+        else:
+            raise StackError(
+                "TORCH_CUDA_MAJOR_MISMATCH",
+                "torch %s has no wheel for CUDA %d (it ships %s), and CUDA %s was requested: extensions built with the "
+                "system nvcc %s fail to load against a CUDA %d torch. Set allow_cuda_major_mismatch: true to accept "
+                "the %s wheel anyway." % (torch_key, tk[0], ", ".join(variants), cuda_key, cuda_key,
+                                          _variant_cuda(variants[-1])[0], variants[-1]))
+    vc = _variant_cuda(chosen)
+    if vc[0] != tk[0]:
+        if not allow_mismatch:
+            raise StackError(
+                "TORCH_CUDA_MAJOR_MISMATCH",
+                "the torch %s %s wheel is built for CUDA %s but the toolkit is CUDA %s: extensions built with the system "
+                "nvcc fail on a CUDA major mismatch. Set allow_cuda_major_mismatch: true to accept it." % (
+                    torch_key, chosen, _fmt_mm(vc), cuda_key))
+        warnings.append("torch %s %s wheel (CUDA %s) differs in CUDA major from the toolkit (CUDA %s), as allowed by "
+                        "allow_cuda_major_mismatch; C++/CUDA extensions must not be built with the system nvcc."
+                        % (torch_key, chosen, _fmt_mm(vc), cuda_key))
+    elif vc > tk:
+        warnings.append("torch %s has no wheel for CUDA %s or older in major %d; using %s (CUDA %s), which runs under "
+                        "minor-version compatibility; extensions built with the system nvcc %s still load."
+                        % (torch_key, cuda_key, tk[0], chosen, _fmt_mm(vc), cuda_key))
+    return chosen, warnings
+
+
+# ---------------------------------------------------------------- solve
+
+
+def _check_request(request):
+    if not isinstance(request, Mapping):
+        raise StackError("BAD_REQUEST", "the stack request must be a mapping such as {cuda: \"12.2\", torch: \"2.1.2\", "
+                                        "gpus: [...], os: \"ubuntu22.04\"}, not %r." % (request,))
+    if request.get("cuda") in (None, ""):
+        raise StackError("BAD_REQUEST", "the stack request needs cuda (one of %s)." % ", ".join(_CUDA_KEYS))
+    gpus = request.get("gpus")
+    if gpus is not None and not isinstance(gpus, (list, tuple)):
+        gpus = [gpus]
+    return gpus or []
+
+
+def solve(request):
+    gpus_in = _check_request(request)
+    warnings = []
+    rules = []
+    unknown_keys = sorted(set(request) - KNOWN_KEYS)
+    if unknown_keys:
+        warnings.append("ignored unknown request keys: %s (known: %s)" % (", ".join(unknown_keys), ", ".join(sorted(KNOWN_KEYS))))
+
+    cuda_key, cuda_release = resolve_cuda(request.get("cuda"))
+    rules.append("UNKNOWN_CUDA")
+    torch_key, pinned = resolve_torch(request.get("torch"))
+    rules.append("UNKNOWN_TORCH")
+    if request.get("torch_variant") not in (None, ""):
+        tv = str(request["torch_variant"]).strip().lower()
+        if not re.match(r"^cu\d{3}$", tv):
+            raise StackError("BAD_REQUEST", "torch_variant must look like \"cu121\", not %r." % (request["torch_variant"],))
+        if pinned and pinned != tv:
+            raise StackError("BAD_REQUEST", "torch pins %s but torch_variant says %s; give one." % (pinned, tv))
+        pinned = tv
+    if pinned and torch_key is None:
+        raise StackError("BAD_REQUEST", "torch_variant %s was given without torch." % pinned)
+    allow_mismatch = _bool(request.get("allow_cuda_major_mismatch"), "allow_cuda_major_mismatch")
+    compat = request.get("driver_compat") or "full"
+    if compat not in ("full", "minor"):
+        raise StackError("BAD_REQUEST", "driver_compat must be \"full\" or \"minor\", not %r." % (compat,))
+    os_key, distro, family, repo_arch = resolve_os(request.get("os"), request.get("arch"))
+    if request.get("os") is None:
+        warnings.append("os not given; planned for ubuntu22.04")
+    rules.append("UNSUPPORTED_OS")
+
+    resolver = _GpuResolver()
+    for item in gpus_in:
+        resolver.add(item)
+    if resolver.unknown:
+        names = sorted(set(resolver.unknown))
+        raise StackError(
+            "UNKNOWN_GPU",
+            "unknown GPU %s: give its compute capability instead (e.g. {name: %r, compute_capability: \"9.0\"}) "
+            "or one of the known models: %s." % (", ".join(repr(n) for n in names[:5]), names[0], ", ".join(_known_gpu_names())))
+    rules.append("UNKNOWN_GPU")
+    nvswitch = _bool(request.get("nvswitch"), "nvswitch") or resolver.nvswitch
+    models = sorted(resolver.models.values(), key=lambda g: (vkey(g["compute_capability"]), g["name"]))
+    if not models:
+        warnings.append("no GPUs given; the plan is not checked against the hardware's compute capability")
+    ccs = sorted({g["compute_capability"] for g in models}, key=vkey)
+    for cc in ccs:
+        if cc not in _data.CC_SUPPORT:
+            warnings.append("no sourced CUDA support data for compute capability %s; not checked" % cc)
+    if len(models) > 1:
+        warnings.append("mixed GPU models in one request: %s" % ", ".join(g["name"] for g in models))
+
+    # GPU <-> CUDA toolkit
+    for g in models:
+        problem = cc_cuda_problem(g["compute_capability"], cuda_key)
+        if problem:
+            rule, first, last = problem
+            if rule == "CC_NEEDS_NEWER_CUDA":
+                why = "%s needs CUDA %s or newer; CUDA %s was requested." % (_gpu_label(g), first, cuda_key)
+            else:
+                why = "%s is supported up to CUDA %s; CUDA %s was requested." % (_gpu_label(g), last, cuda_key)
+            _raise_with_alternatives(rule, why, request, ccs, torch_key, allow_mismatch, compat)
+    rules += ["CC_NEEDS_NEWER_CUDA", "CC_DROPPED_BY_CUDA"]
+
+    # torch wheel
+    torch_plan = None
+    variant = None
+    if torch_key is not None:
+        try:
+            variant, wwarn = choose_variant(torch_key, cuda_key, pinned, allow_mismatch)
+        except StackError as exc:
+            _raise_with_alternatives(exc.rule, exc.args[0], request, ccs, torch_key, allow_mismatch, compat)
+        warnings += wwarn
+        vcuda = _fmt_mm(_variant_cuda(variant))
+        for g in models:
+            problem = cc_cuda_problem(g["compute_capability"], vcuda)
+            if problem and problem[0] == "CC_NEEDS_NEWER_CUDA":
+                _raise_with_alternatives(
+                    "TORCH_WHEEL_LACKS_CC",
+                    "the torch %s %s wheel is built with CUDA %s, but %s needs CUDA %s or newer." % (
+                        torch_key, variant, vcuda, _gpu_label(g), problem[1]),
+                    request, ccs, torch_key, allow_mismatch, compat)
+        rel = _data.TORCH_RELEASES[torch_key]
+        torch_plan = {
+            "version": torch_key,
+            "variant": variant,
+            "variant_cuda": vcuda,
+            "index_url": _data.TORCH_INDEX_URL.format(variant=variant),
+            "torchvision": rel["torchvision"],
+            "torchaudio": rel["torchaudio"],
+            "default_pypi_variant": rel["default_variant"],
+            "bundled_nccl": rel.get("bundled_nccl") if variant == rel["default_variant"] else None,
+            "cuda_major_mismatch_allowed": allow_mismatch,
+            "cuda_major_mismatch": _variant_cuda(variant)[0] != _mm(cuda_key)[0],
+            "driver_floor": wheel_driver_floor(variant),
+        }
+    else:
+        warnings.append("no torch requested; the plan has no PyTorch wheel")
+    rules += ["TORCH_NO_WHEEL_FOR_CUDA", "TORCH_CUDA_MAJOR_MISMATCH", "TORCH_WHEEL_LACKS_CC"]
+
+    # driver
+    need = cuda_driver_requirement(cuda_key, cuda_release, compat)
+    need_full = cuda_driver_requirement(cuda_key, cuda_release, "full")
+    toolkit_full = _data.CUDA_TOOLKITS[cuda_key]["full_version"]
+    toolkit_need = _data.CUDA_TOOLKITS[cuda_key]["updates"][toolkit_full]
+    wheel_need = torch_plan["driver_floor"] if torch_plan else None
+    driver_min = max([need] + ([wheel_need] if wheel_need else []), key=vkey)
+    install_need = max([driver_min] + ([toolkit_need] if compat == "full" else []), key=vkey)
+
+    branch = request.get("driver_branch")
+    if branch not in (None, ""):
+        branch = str(branch).strip()
+        m = re.match(r"^[rR]?(\d{3})(?:\.\d+)*$", branch)
+        branch = m.group(1) if m else branch
+        if branch not in _data.DRIVER_BRANCHES:
+            raise StackError(
+                "UNKNOWN_DRIVER_BRANCH",
+                "driver branch %r is not in the compatibility data; known branches: %s." % (
+                    request.get("driver_branch"), ", ".join(sorted(_data.DRIVER_BRANCHES, key=vkey))),
+                [{"driver_branch": b} for b in _data.DEFAULT_BRANCH_PREFERENCE])
+        if branch_best_version(branch, driver_min) is None:
+            _raise_branch(branch, cuda_key, need, need_full, wheel_need, variant, torch_key, compat, request, ccs,
+                          allow_mismatch)
+    else:
+        branch = next((b for b in _data.DEFAULT_BRANCH_PREFERENCE if branch_best_version(b, install_need)), None)
+        if branch is None:  # pragma: no cover - every toolkit in the data has a branch
+            branch = next(b for b in _data.DEFAULT_BRANCH_PREFERENCE if branch_best_version(b, driver_min))
+    rules += ["DRIVER_BRANCH_TOO_OLD_FOR_CUDA", "DRIVER_TOO_OLD_FOR_WHEEL"]
+    recommended = branch_best_version(branch, install_need) or branch_best_version(branch, driver_min)
+    if vkey(recommended) < vkey(toolkit_need) and compat == "full":
+        warnings.append("driver branch %s tops out at %s, below %s that CUDA %s (the update the repository installs) "
+                        "needs for full features; PTX built by it will not JIT on this driver" % (
+                            branch, recommended, toolkit_need, toolkit_full))
+    if compat == "minor" and vkey(recommended) < vkey(need_full):
+        warnings.append("driver %s runs CUDA %s only under minor-version compatibility (Table 3 asks for %s): "
+                        "applications built with SASS for the GPU work, PTX JIT of newer features does not" % (
+                            recommended, cuda_key, need_full))
+    binfo = _data.DRIVER_BRANCHES[branch]
+    if binfo.get("eol"):
+        warnings.append("driver branch %s is end of life; branch 535 (LTSB) runs CUDA 11.7-12.2" % branch)
+
+    # kernel modules
+    km = request.get("kernel_modules")
+    turing_plus = bool(models) and all(vkey(cc) >= vkey(_data.KERNEL_MODULES["open_min_cc"]) for cc in ccs)
+    open_ok_branch = vkey(branch) >= vkey(_data.KERNEL_MODULES["open_first_branch"])
+    if km in (None, "", "auto"):
+        km = "open" if (turing_plus and open_ok_branch) else "proprietary"
+        if not models:
+            warnings.append("kernel module flavour defaulted to proprietary because no GPUs were given")
+    elif km not in ("open", "proprietary"):
+        raise StackError("BAD_REQUEST", "kernel_modules must be \"open\", \"proprietary\" or \"auto\", not %r." % (km,))
+    elif km == "open":
+        old = [g for g in models if vkey(g["compute_capability"]) < vkey(_data.KERNEL_MODULES["open_min_cc"])]
+        if old:
+            raise StackError(
+                "OPEN_MODULES_NEED_TURING",
+                "open GPU kernel modules support Turing (compute capability 7.5) and newer only, and %s is older; "
+                "use kernel_modules: proprietary." % _gpu_label(old[0]),
+                [{"kernel_modules": "proprietary"}])
+    rules.append("OPEN_MODULES_NEED_TURING")
+
+    # packages
+    names = _data.OS_PACKAGE_NAMES[family]
+    xy = cuda_key.replace(".", "-")
+    nccl = _data.CUDA_TOOLKITS[cuda_key]["nccl"]
+    fmt = {"B": branch, "XY": xy, "NCCL": nccl}
+    packages = {
+        "driver": [p.format(**fmt) for p in names["driver"][km]],
+        "toolkit": [p.format(**fmt) for p in names["toolkit"]],
+        "nccl": [p.format(**fmt) for p in names["nccl"]],
+        "fabricmanager": [p.format(**fmt) for p in names["fabricmanager"]] if nvswitch else [],
+    }
+    rules += ["NCCL_MATCHES_CUDA", "FABRIC_MANAGER_MATCHES_DRIVER"]
+    if nvswitch:
+        warnings.append("NVSwitch present: fabric manager must run at exactly the driver version (%s); hold both"
+                        % recommended)
+    if os_key.startswith("debian"):
+        warnings.append("packages come from NVIDIA's %s repository; never pin NVIDIA's libnccl2 version against "
+                        "Debian's own archive (different version scheme)" % distro)
+    base = (request.get("repo_base_url") or _data.CUDA_REPO_BASE).rstrip("/")
+
+    plan = {
+        "cuda_version": cuda_key,
+        "cuda_release": cuda_release,
+        "toolkit_full_version": toolkit_full,
+        "toolkit_package": packages["toolkit"][0],
+        "driver_branch": branch,
+        "driver_min_version": driver_min,
+        "driver_min_version_minor_compat": _data.CUDA_TOOLKITS[cuda_key]["driver_min_minor_compat"],
+        "toolkit_driver_min_version": toolkit_need,
+        "driver_branch_min_version": branch_first_version(branch, driver_min),
+        "driver_recommended_version": recommended,
+        "driver_compat": compat,
+        "driver_branch_max_cuda": binfo["max_cuda"],
+        "kernel_modules": km,
+        "nccl_version": nccl.split("-")[0],
+        "nccl_package_version": nccl,
+        "packages": packages,
+        "package_family": family,
+        "os": os_key,
+        "arch": repo_arch,
+        "repository": "%s/%s/%s/" % (base, distro, repo_arch),
+        "nvswitch": nvswitch,
+        "fabricmanager_version": recommended if nvswitch else None,
+        "torch": torch_plan,
+        "gpus": [dict(g) for g in models],
+        "rules_checked": rules,
+        "warnings": warnings,
+    }
+    if family == "dnf":
+        plan["driver_module_stream"] = "nvidia-driver:%s-%s" % (branch, "open" if km == "open" else "dkms")
+        if nvswitch:
+            plan["driver_module_profile"] = _data.FABRIC_MANAGER["dnf"]["module_profile"].format(B=branch)
+    return plan
+
+
+# ---------------------------------------------------------------- alternatives
+
+
+def quick_ok(cuda_key, torch_key, ccs, branch=None, compat="full", allow_mismatch=False):
+    """True when (cuda, torch) passes every rule for these compute capabilities."""
+    for cc in ccs:
+        if cc_cuda_problem(cc, cuda_key):
+            return False
+    variant = None
+    if torch_key is not None:
+        try:
+            variant, _ = choose_variant(torch_key, cuda_key, None, allow_mismatch)
+        except StackError:
+            return False
+        vc = _fmt_mm(_variant_cuda(variant))
+        for cc in ccs:
+            p = cc_cuda_problem(cc, vc)
+            if p and p[0] == "CC_NEEDS_NEWER_CUDA":
+                return False
+    need = cuda_driver_requirement(cuda_key, cuda_key, compat)
+    if variant:
+        need = max(need, wheel_driver_floor(variant), key=vkey)
+    branches = [branch] if branch else _data.DEFAULT_BRANCH_PREFERENCE
+    return any(branch_best_version(b, need) for b in branches)
+
+
+def alternatives(request, ccs, torch_key, allow_mismatch=False, compat="full", count=3):
+    """Nearest (cuda, torch) requests that work, as dicts with the chosen variant:
+    the best one that changes only torch, the best that changes only cuda, then
+    the nearest others."""
+    try:
+        want_cuda = _mm(resolve_cuda(request.get("cuda"))[0])
+    except StackError:
+        want_cuda = _mm(_CUDA_KEYS[-1])
+    t_idx = _TORCH_KEYS.index(torch_key) if torch_key in _TORCH_KEYS else len(_TORCH_KEYS) - 1
+    c_want = min(range(len(_CUDA_KEYS)), key=lambda i: abs(_num(_mm(_CUDA_KEYS[i])) - _num(want_cuda)))
+    branch = request.get("driver_branch")
+    branch = str(branch) if branch not in (None, "") and str(branch) in _data.DRIVER_BRANCHES else None
+    found = []
+    for ci, c in enumerate(_CUDA_KEYS):
+        for ti, t in enumerate(_TORCH_KEYS if torch_key else [None]):
+            if not quick_ok(c, t, ccs, branch, compat, allow_mismatch):
+                continue
+            dt = abs(ti - t_idx) if t else 0
+            kind = ("torch" if ci == c_want else "cuda" if dt == 0 else "both")
+            found.append(((ci != c_want) + (dt != 0), abs(ci - c_want), dt, -ti if t else 0, kind, c, t))
+    found.sort()
+    picked = []
+    for kind in ("torch", "cuda"):
+        best = next((f for f in found if f[4] == kind), None)
+        if best:
+            picked.append(best)
+    for f in found:
+        if len(picked) >= count:
+            break
+        if f not in picked:
+            picked.append(f)
+    out = []
+    for f in picked[:count]:
+        c, t = f[5], f[6]
+        alt = {"cuda": c}
+        if t:
+            alt["torch"] = t
+            alt["torch_variant"] = choose_variant(t, c, None, allow_mismatch)[0]
+        out.append(alt)
+    return out
+
+
+def format_alternative(alt):
+    text = "cuda %s" % alt["cuda"]
+    if alt.get("torch"):
+        text += " with torch %s (%s)" % (alt["torch"], alt["torch_variant"])
+    if alt.get("driver_branch"):
+        text += " on driver branch %s" % alt["driver_branch"]
+    return text
+
+
+def _raise_with_alternatives(rule, why, request, ccs, torch_key, allow_mismatch, compat):
+    alts = alternatives(request, ccs, torch_key, allow_mismatch, compat)
+    if alts:
+        msg = "%s Requests that work: %s." % (why.rstrip(), "; ".join(format_alternative(a) for a in alts))
+    else:
+        msg = "%s No CUDA toolkit in the compatibility data (%s) supports this hardware." % (why.rstrip(), ", ".join(_CUDA_KEYS))
+    raise StackError(rule, msg, alts)
+
+
+def _raise_branch(branch, cuda_key, need, need_full, wheel_need, variant, torch_key, compat, request, ccs,
+                  allow_mismatch):
+    b = _data.DRIVER_BRANCHES[branch]
+    newest = b["versions"][-1]
+    if wheel_need and vkey(newest) < vkey(wheel_need) and vkey(newest) >= vkey(need):
+        rule = "DRIVER_TOO_OLD_FOR_WHEEL"
+        why = ("driver branch %s (newest %s) is too old for the torch %s %s wheel, which needs a driver >= %s." % (
+            branch, newest, torch_key, variant, wheel_need))
+    else:
+        rule = "DRIVER_BRANCH_TOO_OLD_FOR_CUDA"
+        why = ("driver branch %s runs CUDA up to %s with full features (its newest release, %s, is below %s, the "
+               "CUDA %s minimum%s)." % (branch, b["max_cuda"], newest, need, cuda_key,
+                                         " under minor-version compatibility" if compat == "minor" else " in Table 3"))
+    works = [x for x in _data.DEFAULT_BRANCH_PREFERENCE
+             if branch_best_version(x, max([need] + ([wheel_need] if wheel_need else []), key=vkey))]
+    options = []
+    if works:
+        options.append("driver branch %s" % " or ".join(works[:2]))
+    older = [c for c in _CUDA_KEYS if quick_ok(c, torch_key, ccs, branch, compat, allow_mismatch)]
+    if older:
+        options.append("CUDA %s with branch %s" % (" or ".join(older[-2:]), branch))
+    mv = _data.CUDA_TOOLKITS[cuda_key]["driver_min_minor_compat"]
+    if compat == "full" and vkey(newest) >= vkey(mv) and (not wheel_need or vkey(newest) >= vkey(wheel_need)):
+        options.append("driver_compat: minor (floor %s for CUDA %s)" % (mv, cuda_key))
+    alts = [{"driver_branch": x} for x in works[:2]] + [{"cuda": c, "driver_branch": branch} for c in older[-2:]]
+    raise StackError(rule, "%s Requests that work: %s." % (why, "; ".join(options) if options else "none in the data"), alts)
+
+
+def all_rule_ids():
+    return sorted(_data.RULES)
