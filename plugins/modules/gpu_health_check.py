@@ -1,0 +1,144 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright: gpufleet engineers
+# Apache-2.0 (see galaxy.yml)
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+---
+module: gpu_health_check
+short_description: Evaluate GPU-node health from gathered facts and return findings
+version_added: "0.1.0"
+description:
+  - Pure evaluation, no probing of its own beyond reading nothing: takes the results of
+    M(gpufleet.cluster.gpu_info), M(gpufleet.cluster.rdma_info), M(gpufleet.cluster.host_info)
+    and the kernel log text, and returns findings in the collection's one shape
+    C({code, severity, node, gpu_index, gpu_bus_id, value, threshold, message, remediation}).
+  - Also says which GPUs need ECC enabling or persistence mode, so a role can act and re-check.
+  - Never fails on findings; the caller decides (the gpu_health role fails the node after writing
+    its report).
+options:
+  node:
+    description: Node name written into every finding.
+    type: str
+    required: true
+  gpu_info:
+    description: The gpu_info result. Omit to skip the GPU checks.
+    type: dict
+  rdma_info:
+    description: The rdma_info result. Omit to skip the port checks.
+    type: dict
+  host_info:
+    description: The host_info result. Omit to skip host memory checks.
+    type: dict
+  kernel_log:
+    description: Kernel log since boot (C(journalctl -k -b) or C(dmesg)); null skips the Xid check.
+    type: str
+  thresholds:
+    description:
+      - Overrides of the defaults in C(module_utils/health.py) C(DEFAULTS) (keys such as
+        C(ecc_correctable_volatile_max), C(ib_expected_ports), C(xid_warn), C(silenced_codes)).
+    type: dict
+    default: {}
+attributes:
+  check_mode:
+    support: full
+    description: Evaluation only; runs unchanged in check mode.
+  diff_mode:
+    support: none
+    description: Nothing changes.
+author:
+  - gpufleet engineers
+"""
+
+EXAMPLES = r"""
+- name: Evaluate health
+  gpufleet.cluster.gpu_health_check:
+    node: "{{ inventory_hostname }}"
+    gpu_info: "{{ gpu }}"
+    rdma_info: "{{ rdma }}"
+    host_info: "{{ host }}"
+    kernel_log: "{{ klog.stdout }}"
+    thresholds:
+      ecc_correctable_volatile_max: 10000
+  register: health
+"""
+
+RETURN = r"""
+result:
+  description: C({node, status (pass|warn|fail), findings, lines, silenced, counts}).
+  returned: always
+  type: dict
+status:
+  description: C(pass), C(warn) or C(fail).
+  returned: always
+  type: str
+findings:
+  description: The findings, fails first.
+  returned: always
+  type: list
+  elements: dict
+lines:
+  description: The same findings, one human-readable line each.
+  returned: always
+  type: list
+  elements: str
+ecc_enable_gpus:
+  description: Indices of GPUs that support ECC, run with it disabled and have no enable pending.
+  returned: always
+  type: list
+  elements: int
+persistence_enable_gpus:
+  description: Indices of GPUs with persistence mode off.
+  returned: always
+  type: list
+  elements: int
+"""
+
+from ansible.module_utils.basic import AnsibleModule
+
+from ansible_collections.gpufleet.cluster.plugins.module_utils.health import (
+    DEFAULTS,
+    ecc_enable_candidates,
+    evaluate_node,
+    node_result,
+    persistence_enable_candidates,
+)
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec=dict(
+            node=dict(type="str", required=True),
+            gpu_info=dict(type="dict"),
+            rdma_info=dict(type="dict"),
+            host_info=dict(type="dict"),
+            kernel_log=dict(type="str", no_log=False),
+            thresholds=dict(type="dict", default={}),
+        ),
+        supports_check_mode=True,
+    )
+    p = module.params
+    unknown = sorted(set(p["thresholds"]) - set(DEFAULTS))
+    if unknown:
+        module.fail_json(msg="unknown threshold key(s): %s (known: %s)" % (
+            ", ".join(unknown), ", ".join(sorted(DEFAULTS))))
+    findings = evaluate_node(p["node"], gpu_info=p["gpu_info"], rdma_info=p["rdma_info"],
+                             host_info=p["host_info"], kernel_log=p["kernel_log"],
+                             options=p["thresholds"])
+    result = node_result(p["node"], findings, p["thresholds"])
+    gpus = (p["gpu_info"] or {}).get("gpus") or []
+    module.exit_json(
+        changed=False,
+        result=result,
+        status=result["status"],
+        findings=result["findings"],
+        lines=result["lines"],
+        ecc_enable_gpus=ecc_enable_candidates(gpus),
+        persistence_enable_gpus=persistence_enable_candidates(gpus),
+    )
+
+
+if __name__ == "__main__":
+    main()
