@@ -1,0 +1,158 @@
+"""Hardware profiles, per-node hardware state and the fake PCI tree.
+
+A node's hardware is described by files the stand-ins read at run time:
+    /etc/gpufleet-sim/node.json    profile, capture paths, active faults
+    /etc/gpufleet-sim/ecc.json     ECC mode current/pending (nvidia-smi -e keeps it)
+    /etc/gpufleet-sim/captures/    copies of the captures the node replays
+"""
+
+from __future__ import annotations
+
+import shutil
+import sys
+from pathlib import Path
+
+from . import util
+from .util import FIXTURES_DIR, STANDINS_DIR
+
+sys.path.insert(0, str(STANDINS_DIR))
+import capture as capture_lib  # noqa: E402  (stdlib-only module shared with the stand-ins)
+
+PROFILES = {
+    "hgx-h100": {
+        "description": "HGX H100: 8x H100 80GB HBM3 SXM5, 4 NVSwitch, 8x ConnectX-7 400 Gb/s InfiniBand",
+        "gpu": "nvidia-smi-q/h100-sxm-80gb-hbm3-x8-drv535.183.01-cuda12.2.txt",
+        "ibstat": "ibstat/h100-cx7-400-ib-x8-plus-bf3-bond-eth-200.txt",
+        "topo": "topo/hgx-h100-8gpu-nv18-8nic-pix-2numa-sglang-issue30401.txt",
+        "gpu_pci_class": "0x030200",
+        "nvswitch": {"count": 4, "device": "0x22a3"},
+    },
+    "a100-sxm4": {
+        "description": "HGX A100: 4x A100-SXM4-80GB (MIG capture), 6 NVSwitch, ConnectX-6 HDR 200 Gb/s InfiniBand",
+        "gpu": "nvidia-smi-xml/a100-sxm4-80gb-mig-4gi-drv535.54.03-cuda12.2.xml",
+        # The capture ends with an ibpanic line for a ninth device; a healthy node drops it.
+        "ibstat": "ibstat/a100-azure-cx6-vf-hdr200-x8-trailing-ibpanic-error.txt",
+        "ibstat_drop_errors": True,
+        "topo": None,
+        "gpu_pci_class": "0x030200",
+        "nvswitch": {"count": 6, "device": "0x1af1"},
+    },
+    "rtx4090-workstation": {
+        "description": "Workstation: 1x GeForce RTX 4090, no NVSwitch, no InfiniBand",
+        "gpu": "nvidia-smi-xml/rtx4090-drv535.86.05-cuda12.2.xml",
+        "ibstat": None,
+        "topo": None,
+        "gpu_pci_class": "0x030000",
+        "nvswitch": None,
+    },
+    "t4": {
+        "description": "Cloud VM: 1x Tesla T4, no InfiniBand",
+        "gpu": "nvidia-smi-xml/tesla-t4-drv515.105.01-cuda11.7.xml",
+        "ibstat": None,
+        "topo": None,
+        "gpu_pci_class": "0x030200",
+        "nvswitch": None,
+    },
+    "v100s-pcie-x8": {
+        "description": "8x Tesla V100S-PCIE-32GB (pass-through VM), no InfiniBand",
+        "gpu": "nvidia-smi-xml/v100s-pcie-32gb-x8-drv460.73.01-cuda11.2.xml",
+        "ibstat": None,
+        "topo": None,
+        "gpu_pci_class": "0x030200",
+        "nvswitch": None,
+    },
+}
+
+GPU_FAULTS = {"ecc-uncorrectable", "ecc-disabled", "remap-pending", "remap-failure", "gpu-missing"}
+IB_FAULTS = {"ib-port-down"}
+NET_FAULTS = {"link-cut", "link-slow"}
+FAULTS = sorted(GPU_FAULTS | IB_FAULTS | NET_FAULTS)
+
+NODE_ETC = "etc/gpufleet-sim"
+PCI_TREE = "opt/gpufleet-sim/sys/bus/pci/devices"
+
+
+def classify_capture(path: Path) -> str:
+    """Which stand-in a capture given with --capture feeds: gpu, ibstat or topo."""
+    head = path.read_text(errors="replace")[:4000]
+    if head.lstrip().startswith("CA '") or "\nCA '" in head:
+        return "ibstat"
+    if "<nvidia_smi_log" in head or "NVSMI LOG" in head or "Attached GPUs" in head:
+        return "gpu"
+    if "GPU0" in head and ("Legend" in head or "CPU Affinity" in head):
+        return "topo"
+    raise ValueError(f"{path}: not an nvidia-smi -q, ibstat or topo -m capture")
+
+
+def node_hardware(profile_name: str, overrides: dict[str, Path]) -> dict:
+    if profile_name not in PROFILES:
+        raise ValueError(f"unknown profile {profile_name!r}; known: {', '.join(sorted(PROFILES))}")
+    profile = PROFILES[profile_name]
+    sources = {}
+    for kind in ("gpu", "ibstat", "topo"):
+        if kind in overrides:
+            sources[kind] = overrides[kind]
+        elif profile.get(kind):
+            sources[kind] = FIXTURES_DIR / profile[kind]
+        else:
+            sources[kind] = None
+    return {"profile": profile_name, "sources": sources}
+
+
+def write_node_hardware(merged: Path, node: str, hw: dict, faults: list[str]) -> None:
+    etc = merged / NODE_ETC
+    captures = etc / "captures"
+    captures.mkdir(parents=True, exist_ok=True)
+    profile = PROFILES[hw["profile"]]
+    config = {"node": node, "profile": hw["profile"], "faults": sorted(set(faults)),
+              "ibstat_drop_errors": bool(profile.get("ibstat_drop_errors"))}
+    for kind, src in hw["sources"].items():
+        if src is None:
+            config[f"{kind}_capture"] = None
+            continue
+        dest = captures / f"{kind}-{Path(src).name}"
+        shutil.copyfile(src, dest)
+        config[f"{kind}_capture"] = "/" + str(dest.relative_to(merged))
+    util.write_json(etc / "node.json", config)
+    gpu_text = Path(hw["sources"]["gpu"]).read_text()
+    ecc = capture_lib.ecc_mode(gpu_text)
+    if "ecc-disabled" in faults:
+        ecc = {"current": "Disabled", "pending": "Disabled"}
+    util.write_json(etc / "ecc.json", ecc)
+    write_pci_tree(merged / PCI_TREE, gpu_text, profile)
+
+
+def set_faults(merged: Path, faults: list[str]) -> None:
+    path = merged / NODE_ETC / "node.json"
+    config = util.read_json(path)
+    before = set(config["faults"])
+    config["faults"] = sorted(set(faults))
+    util.write_json(path, config)
+    # ECC mode is state, not a replay transform: the fault sets it, clearing restores the capture's.
+    if "ecc-disabled" in set(faults) - before:
+        util.write_json(merged / NODE_ETC / "ecc.json", {"current": "Disabled", "pending": "Disabled"})
+    elif "ecc-disabled" in before - set(faults):
+        gpu_capture = merged / config["gpu_capture"].lstrip("/")
+        util.write_json(merged / NODE_ETC / "ecc.json", capture_lib.ecc_mode(gpu_capture.read_text()))
+
+
+def write_pci_tree(root: Path, gpu_text: str, profile: dict) -> None:
+    """sysfs-like PCI devices matching the capture: what lspci/gpu_info count independently
+    of the driver (so a GPU missing from the driver still shows here)."""
+    if root.exists():
+        shutil.rmtree(root)
+    root.mkdir(parents=True)
+
+    def device(bus_id: str, device_id: str, pci_class: str) -> None:
+        d = root / bus_id
+        d.mkdir()
+        (d / "vendor").write_text("0x10de\n")
+        (d / "device").write_text(device_id + "\n")
+        (d / "class").write_text(pci_class + "\n")
+        (d / "subsystem_vendor").write_text("0x10de\n")
+
+    for gpu in capture_lib.gpu_pci_devices(gpu_text):
+        device(gpu["sysfs_bus_id"], gpu["device"], profile["gpu_pci_class"])
+    if profile.get("nvswitch"):
+        for i in range(profile["nvswitch"]["count"]):
+            device(f"0000:{0xc0 + i:02x}:00.0", profile["nvswitch"]["device"], "0x068000")

@@ -1,0 +1,124 @@
+"""Paths, locking and process helpers shared by the simulator modules."""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import json
+import os
+import shlex
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+SIM_DIR = Path(__file__).resolve().parent.parent          # tests/sim
+REPO_ROOT = SIM_DIR.parent.parent                          # repository root
+STANDINS_DIR = SIM_DIR / "standins"
+STATE_ROOT = REPO_ROOT / ".sim"                            # per-cluster state (gitignored)
+# The cache lives outside the clone so a second clone starts warm.
+CACHE_ROOT = Path(os.environ.get("GPUFLEET_SIM_CACHE", "/var/cache/gpufleet-sim"))
+FIXTURES_DIR = Path(os.environ.get("GPUFLEET_FIXTURES", REPO_ROOT.parent / "shared" / "fixtures"))
+DEBIAN_SUITE = "bookworm"
+
+VERBOSE = bool(os.environ.get("GPUFLEET_SIM_VERBOSE"))
+
+
+def log(msg: str) -> None:
+    print(f"[simcluster] {msg}", file=sys.stderr, flush=True)
+
+
+def run(cmd, *, check=True, capture=False, input=None, env=None, cwd=None, timeout=None):
+    """Run a command; on failure raise with its output so the caller sees why."""
+    if VERBOSE:
+        log("$ " + " ".join(shlex.quote(str(c)) for c in cmd))
+    proc = subprocess.run(
+        [str(c) for c in cmd], input=input, text=True, env=env, cwd=cwd, timeout=timeout,
+        stdout=subprocess.PIPE if capture or not VERBOSE else None,
+        stderr=subprocess.PIPE if capture or not VERBOSE else None,
+    )
+    if check and proc.returncode != 0:
+        raise RuntimeError(
+            f"command failed (rc={proc.returncode}): {' '.join(map(str, cmd))}\n"
+            f"stdout: {(proc.stdout or '')[-3000:]}\nstderr: {(proc.stderr or '')[-3000:]}")
+    return proc
+
+
+@contextlib.contextmanager
+def file_lock(path: Path):
+    """Exclusive advisory lock: two concurrent `up`s must not build the cache twice."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "w") as fh:
+        fcntl.flock(fh, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)
+
+
+def write_json(path: Path, data) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(path.suffix + ".tmp")
+    tmp.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n")
+    os.replace(tmp, path)
+
+
+def read_json(path: Path, default=None):
+    try:
+        return json.loads(path.read_text())
+    except (FileNotFoundError, json.JSONDecodeError):
+        return default
+
+
+def proc_start_time(pid: int) -> str | None:
+    """Start time of a PID (field 22 of /proc/PID/stat), so a recycled PID is never killed."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    return stat.rsplit(")", 1)[1].split()[19]
+
+
+def pid_alive(pid: int, start_time: str | None) -> bool:
+    current = proc_start_time(pid)
+    if current is None:
+        return False
+    if start_time is not None and current != start_time:
+        return False
+    # A zombie is dead for our purposes; PID 1 here reaps late.
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"
+
+
+def terminate_pid(pid: int, start_time: str | None, grace: float = 10.0) -> None:
+    """SIGTERM the recorded PID, wait, then SIGKILL: only ever the exact process we started."""
+    import signal
+    if not pid_alive(pid, start_time):
+        return
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(pid, signal.SIGTERM)
+    deadline = time.monotonic() + grace
+    while time.monotonic() < deadline:
+        if not pid_alive(pid, start_time):
+            return
+        time.sleep(0.1)
+    if pid_alive(pid, start_time):
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+        for _ in range(50):
+            if not pid_alive(pid, start_time):
+                return
+            time.sleep(0.1)
+
+
+def debian_mirror_uri() -> str:
+    """The host's Debian mirror (only the cache build talks to it)."""
+    sources = Path("/etc/apt/sources.list.d/debian.sources")
+    if sources.exists():
+        for line in sources.read_text().splitlines():
+            if line.startswith("URIs:") and "security" not in line:
+                return line.split()[1]
+    return "http://deb.debian.org/debian"
