@@ -1,0 +1,368 @@
+"""health: findings from facts built out of the real nvidia-smi / ibstat captures.
+
+Faults are injected into a copy of the parsed capture (one node at a time), never typed by hand.
+"""
+
+import copy
+import json
+import sys
+from pathlib import Path
+
+_REPO = Path(__file__).resolve().parents[4]
+for _p in (_REPO / "collections", _REPO / "tests"):
+    if str(_p) not in sys.path:
+        sys.path.insert(0, str(_p))
+
+import pytest  # noqa: E402
+
+from fixtures_path import FIXTURES  # noqa: E402
+from ansible_collections.gpufleet.cluster.plugins.module_utils import health  # noqa: E402
+from ansible_collections.gpufleet.cluster.plugins.module_utils.findings import (  # noqa: E402
+    FIELDS,
+    format_finding,
+    make_finding,
+    validate_finding,
+    worst_status,
+)
+from ansible_collections.gpufleet.cluster.plugins.module_utils.ibstat import parse_ibstat  # noqa: E402
+from ansible_collections.gpufleet.cluster.plugins.module_utils.nvidia_smi import (  # noqa: E402
+    parse_nvidia_smi,
+)
+
+H100X8 = "nvidia-smi-q/h100-sxm-80gb-hbm3-x8-drv535.183.01-cuda12.2.txt"
+A10_REMAP = "nvidia-smi-q/a10-drv535.129.03-cuda12.2.txt"
+RETIRE_BAD = "nvidia-smi-q/x8-page-retirement-sbe60-dbe5-drv535.86.10-EDITED.txt"
+P100_SBE = "nvidia-smi-xml/tesla-p100-pcie-16gb-drv510.47.03-cuda11.6-ecc-aggregate-sbe3.xml"
+IB8 = "ibstat/h100-cx7-400-ib-x8-plus-bf3-bond-eth-200.txt"
+NODES = ("node1", "node2", "node3")
+
+
+def read(rel):
+    return (FIXTURES / rel).read_text()
+
+
+def gpu_info_from(rel):
+    parsed = parse_nvidia_smi(read(rel))
+    gpus = parsed["gpus"]
+    return {
+        "status": "ok",
+        "driver_version": parsed["driver_version"],
+        "gpus": gpus,
+        "driver_gpu_count": len(gpus),
+        "pci_gpu_count": len(gpus),
+        "pci_devices": [{"bus_id": g["pci_bus_id"], "kind": "gpu"} for g in gpus],
+        "missing_from_driver": [],
+    }
+
+
+def rdma_from(rel):
+    return {"source": "ibstat", "cas": parse_ibstat(read(rel)), "errors": [], "peermem_loaded": True}
+
+
+HOST_OK = {"memory": {"ecc_active": True, "edac_corrected": 0, "edac_uncorrected": 0}}
+
+
+def cluster():
+    return {n: {"gpu_info": gpu_info_from(H100X8), "rdma_info": rdma_from(IB8),
+                "host_info": copy.deepcopy(HOST_OK), "kernel_log": ""} for n in NODES}
+
+
+def evaluate(facts, options=None):
+    return {n: health.evaluate_node(n, options=options, **f) for n, f in facts.items()}
+
+
+def fails(findings):
+    return [f for f in findings if f["severity"] == "fail"]
+
+
+# --- faults, one node at a time ------------------------------------------------------------
+
+
+def fault_ecc_uncorrectable(f):
+    f["gpu_info"]["gpus"][3]["ecc_errors"]["volatile"]["uncorrectable"] = 2
+    f["gpu_info"]["gpus"][3]["ecc_errors"]["aggregate"]["uncorrectable"] = 2
+    return 3, {"ECC_UNCORRECTABLE_VOLATILE", "ECC_UNCORRECTABLE_AGGREGATE"}
+
+
+def fault_remap_pending(f):
+    f["gpu_info"]["gpus"][5]["remapped_rows"].update(uncorrectable=1, pending=True)
+    return 5, {"ROW_REMAP_PENDING"}
+
+
+def fault_remap_failure(f):
+    f["gpu_info"]["gpus"][1]["remapped_rows"].update(failure=True)
+    return 1, {"ROW_REMAP_FAILURE"}
+
+
+def fault_gpu_missing(f):
+    gone = f["gpu_info"]["gpus"].pop(6)
+    f["gpu_info"]["driver_gpu_count"] = 7
+    f["gpu_info"]["missing_from_driver"] = [gone["pci_bus_id"]]
+    return None, {"GPU_MISSING_FROM_DRIVER"}
+
+
+def fault_ib_port_down(f):
+    port = f["rdma_info"]["cas"][2]["ports"][0]
+    port.update(state="Down", physical_state="Disabled", rate_gbps=40)
+    return None, {"IB_PORT_DOWN"}
+
+
+def fault_ecc_disabled(f):
+    f["gpu_info"]["gpus"][0]["ecc_mode"] = {"current": "disabled", "pending": "disabled"}
+    return 0, {"ECC_MODE_DISABLED"}
+
+
+FAULTS = [fault_ecc_uncorrectable, fault_remap_pending, fault_remap_failure, fault_gpu_missing,
+          fault_ib_port_down, fault_ecc_disabled]
+
+
+@pytest.mark.parametrize("fault", FAULTS, ids=lambda f: f.__name__)
+@pytest.mark.parametrize("bad", NODES)
+def test_fault_is_found_on_the_right_node_with_the_right_code(fault, bad):
+    facts = cluster()
+    gpu, codes = fault(facts[bad])
+    results = evaluate(facts)
+    for node, findings in results.items():
+        if node != bad:
+            assert fails(findings) == [], (node, [format_finding(f) for f in findings])
+            continue
+        found = {f["code"] for f in fails(findings)}
+        assert codes <= found, [format_finding(f) for f in findings]
+        assert all(f["node"] == bad for f in findings)
+        if gpu is not None:
+            bus = facts[bad]["gpu_info"]["gpus"][gpu]["pci_bus_id"]
+            hit = [f for f in findings if f["code"] in codes]
+            assert all(f["gpu_index"] == gpu and f["gpu_bus_id"] == bus for f in hit)
+            assert all(bus in format_finding(f) for f in hit)
+
+
+def test_healthy_real_capture_has_no_fail_and_h100_power_brake_only_warns():
+    findings = evaluate(cluster())["node1"]
+    assert fails(findings) == []
+    # the real capture shows GPU2 under SW thermal + HW power brake with clean counters
+    throttle = [f for f in findings if f["code"] == "CLOCK_THROTTLE_ACTIVE"]
+    assert {f["gpu_index"] for f in throttle} == {2}
+    assert {f["severity"] for f in throttle} == {"warn"}
+
+
+def test_hw_slowdown_fails():
+    facts = cluster()
+    facts["node2"]["gpu_info"]["gpus"][4]["clock_event_reasons_active"] = ["hw_slowdown"]
+    f = [x for x in fails(evaluate(facts)["node2"]) if x["code"] == "CLOCK_THROTTLE_ACTIVE"]
+    assert f and f[0]["gpu_index"] == 4 and f[0]["value"] == ["hw_slowdown"]
+
+
+def test_ecc_values_and_counter_named():
+    facts = cluster()
+    fault_ecc_uncorrectable(facts["node2"])
+    f = [x for x in evaluate(facts)["node2"] if x["code"] == "ECC_UNCORRECTABLE_VOLATILE"][0]
+    assert f["value"] == 2 and f["threshold"] == 0
+    assert f["counter"] == "ecc.errors.uncorrected.volatile.total"
+    assert "uncorrectable" in f["message"] and "2" in f["message"]
+
+
+def test_ecc_enable_lifecycle_disabled_pending_current():
+    gpu_info = gpu_info_from(H100X8)
+    gpu_info["gpus"][0]["ecc_mode"] = {"current": "disabled", "pending": "disabled"}
+    assert health.ecc_enable_candidates(gpu_info["gpus"]) == [0]
+    codes = {f["code"]: f["severity"] for f in health.check_gpus("n", gpu_info)}
+    assert codes.get("ECC_MODE_DISABLED") == "fail"
+    # after nvidia-smi -e 1: pending until reboot, nothing more to enable
+    gpu_info["gpus"][0]["ecc_mode"]["pending"] = "enabled"
+    assert health.ecc_enable_candidates(gpu_info["gpus"]) == []
+    codes = {f["code"]: f["severity"] for f in health.check_gpus("n", gpu_info)}
+    assert codes.get("ECC_ENABLE_PENDING_REBOOT") == "warn"
+    assert "ECC_MODE_DISABLED" not in codes
+    # after the reboot: current enabled, clean
+    gpu_info["gpus"][0]["ecc_mode"]["current"] = "enabled"
+    assert not [f for f in health.check_gpus("n", gpu_info) if f["code"].startswith("ECC")]
+
+
+def test_ecc_unsupported_is_not_an_ecc_failure():
+    gpu_info = gpu_info_from(H100X8)
+    gpu_info["gpus"][0]["ecc_mode"] = {"current": None, "pending": None}
+    assert health.ecc_enable_candidates(gpu_info["gpus"]) == []
+    codes = {f["code"]: f["severity"] for f in health.check_gpus("n", gpu_info) if f["gpu_index"] == 0}
+    assert codes.get("ECC_UNSUPPORTED") == "warn"
+    assert not health.check_gpus("n", gpu_info, {"ecc_required": False, "throttle_warn_reasons": []})
+
+
+# --- every real capture with a memory problem fails, naming bus id, counter and value ---------
+
+CAPTURES = sorted(p for d in ("nvidia-smi-q", "nvidia-smi-xml") for p in (FIXTURES / d).iterdir())
+
+
+def _memory_problems(gpu):
+    problems = {}
+    for scope in ("volatile", "aggregate"):
+        v = ((gpu.get("ecc_errors") or {}).get(scope) or {}).get("uncorrectable")
+        if v:
+            problems["ECC_UNCORRECTABLE_" + scope.upper()] = v
+    rows = gpu.get("remapped_rows") or {}
+    if rows.get("pending"):
+        problems["ROW_REMAP_PENDING"] = True
+    if rows.get("failure"):
+        problems["ROW_REMAP_FAILURE"] = True
+    pages = gpu.get("retired_pages") or {}
+    if pages.get("pending"):
+        problems["RETIRED_PAGES_PENDING"] = True
+    return problems
+
+
+@pytest.mark.parametrize("path", CAPTURES, ids=lambda p: p.name)
+def test_any_capture_with_an_ecc_or_remap_problem_fails_with_bus_id_counter_and_value(path):
+    parsed = parse_nvidia_smi(path.read_text())
+    gpu_info = {"status": "ok", "gpus": parsed["gpus"], "driver_gpu_count": len(parsed["gpus"]),
+                "pci_gpu_count": len(parsed["gpus"])}
+    facts = {"good": {"gpu_info": gpu_info_from(H100X8)}, "bad": {"gpu_info": gpu_info}}
+    results = evaluate(facts)
+    assert fails(results["good"]) == []
+    expected = {(g["index"], code): value for g in parsed["gpus"]
+                for code, value in _memory_problems(g).items()}
+    got = {(f["gpu_index"], f["code"]): f for f in fails(results["bad"])}
+    for (index, code), value in expected.items():
+        finding = got.get((index, code))
+        assert finding, (path.name, index, code, [format_finding(f) for f in results["bad"]])
+        assert finding["node"] == "bad"
+        assert finding["gpu_bus_id"] == parsed["gpus"][index]["pci_bus_id"]
+        assert finding["value"] == value and finding.get("counter")
+        line = format_finding(finding)
+        assert finding["gpu_bus_id"] in line and code in line and "value=" in line
+
+
+def test_the_known_bad_captures_do_carry_problems():
+    # guards the parametrized test above against passing vacuously
+    a10 = parse_nvidia_smi(read(A10_REMAP))["gpus"]
+    assert _memory_problems(a10[0]) == {"ROW_REMAP_PENDING": True}
+    bad = parse_nvidia_smi(read(RETIRE_BAD))["gpus"]
+    assert sum(1 for g in bad if _memory_problems(g)) == 4
+    codes = {f["code"] for f in health.check_gpus("n", {"gpus": bad})}
+    assert {"RETIRED_PAGES_PENDING", "RETIRED_PAGES_HIGH"} <= codes
+
+
+def test_p100_aggregate_sbe3_is_below_the_correctable_threshold():
+    gpu_info = gpu_info_from(P100_SBE)
+    assert gpu_info["gpus"][0]["ecc_errors"]["aggregate"]["correctable"] == 3
+    codes = {f["code"] for f in health.check_gpus("n", gpu_info)}
+    assert not codes & {"ECC_CORRECTABLE_HIGH", "ECC_UNCORRECTABLE_AGGREGATE"}
+    gpu_info["gpus"][0]["ecc_errors"]["volatile"]["correctable"] = 10001
+    codes = {f["code"]: f["severity"] for f in health.check_gpus("n", gpu_info)}
+    assert codes["ECC_CORRECTABLE_HIGH"] == "warn"
+
+
+# --- IB ports ------------------------------------------------------------------------------
+
+
+def test_ib_rate_low_against_siblings_and_explicit_expectations():
+    info = rdma_from(IB8)
+    info["cas"][4]["ports"][0]["rate_gbps"] = 200
+    f = [x for x in health.check_ib_ports("n", info) if x["code"] == "IB_PORT_RATE_LOW"]
+    assert len(f) == 1 and f[0]["value"] == 200 and f[0]["threshold"] == 400
+    assert f[0]["ca"] == info["cas"][4]["ca"]
+    f = health.check_ib_ports("n", rdma_from(IB8), {"ib_expected_ports": ["mlx5_0:1", "mlx5_99"],
+                                                    "ib_expected_link_layer": "InfiniBand"})
+    assert [x["code"] for x in f] == ["IB_PORT_MISSING"]
+    assert "mlx5_99" in f[0]["message"]
+
+
+def test_ib_ethernet_ports_down_on_ib_node_are_not_fabric_failures():
+    info = rdma_from("ibstat/h100-cx7-400-ib-x8-cx6dx-eth-3-ports-down.txt")
+    assert fails(health.check_ib_ports("n", info)) == []
+
+
+def test_roce_ports_down_fail_and_ibpanic_warns():
+    info = rdma_from("ibstat/h100-cx7-400-roce-2-ports-down-disabled.txt")
+    down = [f for f in health.check_ib_ports("n", info) if f["code"] == "IB_PORT_DOWN"]
+    assert sorted(f["ca"] for f in down) == ["mlx5_11", "mlx5_5"]
+    cas = parse_ibstat(read("ibstat/a100-azure-cx6-vf-hdr200-x8-trailing-ibpanic-error.txt"))
+    from ansible_collections.gpufleet.cluster.plugins.module_utils.ibstat import ibstat_errors
+    info = {"cas": cas, "errors": ibstat_errors(read(
+        "ibstat/a100-azure-cx6-vf-hdr200-x8-trailing-ibpanic-error.txt"))}
+    found = health.check_ib_ports("n", info)
+    assert [f["code"] for f in found] == ["RDMA_TOOL_ERROR"]
+    assert "mlx5_8" in found[0]["message"]
+
+
+def test_state_down_physical_linkup_is_a_port_down():
+    info = rdma_from("ibstat/cx6-vf-state-down-physical-linkup-network-operator-issue249.txt")
+    f = health.check_ib_ports("n", info)
+    assert [x["code"] for x in f] == ["IB_PORT_DOWN"] and f[0]["value"] == "Down/LinkUp"
+
+
+# --- host, Xid, driver ---------------------------------------------------------------------
+
+
+def test_host_memory_checks():
+    assert health.check_host("n", HOST_OK) == []
+    codes = {f["code"]: f["severity"] for f in health.check_host(
+        "n", {"memory": {"ecc_active": None, "edac_corrected": 12, "edac_uncorrected": 1}})}
+    assert codes == {"HOST_ECC_UNKNOWN": "warn", "HOST_EDAC_CORRECTED_HIGH": "warn",
+                     "HOST_EDAC_UNCORRECTED": "fail"}
+
+
+def test_xid_lines_map_to_gpus_and_classes():
+    gpu_info = gpu_info_from(H100X8)
+    bus2 = gpu_info["gpus"][2]["pci_bus_id"]  # 00000000:75:00.0 in the capture
+    short = "0000:%s" % bus2.split(":", 1)[1].rsplit(".", 1)[0]
+    log = "\n".join([
+        "[  812.1] NVRM: Xid (PCI:%s): 79, pid=1234, name=python, GPU has fallen off the bus." % short,
+        "[  813.5] NVRM: Xid (PCI:%s): 79, pid=1234, name=python, GPU has fallen off the bus." % short,
+        "[  900.0] NVRM: Xid (PCI:%s): 13, pid=77, Graphics Exception" % gpu_info["gpus"][0]["pci_bus_id"],
+        "[  950.0] NVRM: Xid (PCI:0000:ee:00): 48, pid=77, DBE (double bit error)",
+        "[  901.0] something else entirely",
+    ])
+    found = health.check_xids("n", log, gpu_info["gpus"])
+    by_xid = {f["xid"]: f for f in found}
+    assert by_xid[79]["severity"] == "fail" and by_xid[79]["value"] == 2
+    assert by_xid[79]["gpu_index"] == 2 and by_xid[79]["gpu_bus_id"] == bus2
+    assert by_xid[13]["severity"] == "warn" and by_xid[13]["gpu_index"] == 0
+    # a bus id the driver does not list still names the bus
+    assert by_xid[48]["severity"] == "fail" and by_xid[48]["gpu_index"] is None
+    assert by_xid[48]["gpu_bus_id"] == "0000:ee:00.0"
+    assert health.check_xids("n", None, gpu_info["gpus"]) == []
+
+
+@pytest.mark.parametrize("status", ["no_driver", "driver_error"])
+def test_driver_not_loaded(status):
+    f = health.check_gpus("n", {"status": status, "gpus": [], "pci_gpu_count": 8, "message": "rc 9"})
+    assert [x["code"] for x in f] == ["DRIVER_NOT_LOADED"]
+
+
+def test_pcie_gen_only_judged_when_busy_width_always():
+    gpu_info = gpu_info_from(H100X8)
+    g = gpu_info["gpus"][1]
+    g["pcie"].update(gen_current=1, gen_max=5)
+    g["clock_event_reasons_active"] = ["gpu_idle"]
+    assert not [f for f in health.check_gpus("n", gpu_info) if f["code"] == "PCIE_LINK_DEGRADED"]
+    g["clock_event_reasons_active"] = []
+    g["pcie"].update(width_current=8, width_max=16)
+    f = [x for x in health.check_gpus("n", gpu_info) if x["code"] == "PCIE_LINK_DEGRADED"]
+    assert {x["counter"] for x in f} == {"pcie.link.gen.current", "pcie.link.width.current"}
+    assert {x["severity"] for x in f} == {"warn"}
+
+
+# --- shape ---------------------------------------------------------------------------------
+
+
+def test_findings_shape_json_and_line_are_the_same_data():
+    facts = cluster()
+    fault_remap_pending(facts["node3"])
+    result = health.node_result("node3", health.evaluate_node("node3", **facts["node3"]))
+    assert result["status"] == "fail" and result["counts"]["fail"] >= 1
+    data = json.loads(json.dumps(result))
+    for finding, line in zip(data["findings"], data["lines"]):
+        assert validate_finding(finding) == []
+        assert set(FIELDS) <= set(finding)
+        assert line == format_finding(finding)
+        assert finding["code"] in line and finding["severity"].upper() in line
+    silenced = health.node_result("node3", result["findings"], {"silenced_codes": ["ROW_REMAP_PENDING",
+                                                                                   "CLOCK_THROTTLE_ACTIVE"]})
+    assert silenced["status"] == "pass" and len(silenced["silenced"]) == len(result["findings"])
+
+
+def test_make_finding_rejects_bad_input():
+    with pytest.raises(ValueError):
+        make_finding("ECC_X", "info", "n", "m", "r")
+    with pytest.raises(ValueError):
+        make_finding("lower_case", "fail", "n", "m", "r")
+    assert worst_status([]) == "pass"
