@@ -42,17 +42,6 @@ def test_required_ranges_are_complete():
     assert {"515", "520", "525", "530", "535"} <= set(data.DRIVER_BRANCHES)
 
 
-def _walk_sources(obj, path="data"):
-    """Every entry (a dict with data in it) carries a non-empty source."""
-    if isinstance(obj, dict):
-        if any(isinstance(v, (str, list)) and k != "source" for k, v in obj.items()) and not path.endswith("updates") \
-                and not path.endswith("driver") and "RULES" not in path:
-            assert obj.get("source"), "%s has no source" % path
-        for k, v in obj.items():
-            if isinstance(v, dict):
-                _walk_sources(v, "%s.%s" % (path, k))
-
-
 @pytest.mark.parametrize("name", ["CUDA_TOOLKITS", "CC_SUPPORT", "DRIVER_BRANCHES", "TORCH_RELEASES",
                                   "OS_PACKAGE_NAMES", "FABRIC_MANAGER", "KERNEL_MODULES", "WHEEL_DRIVER_FLOOR"])
 def test_every_entry_carries_a_source(name):
