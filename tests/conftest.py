@@ -1,0 +1,33 @@
+"""Shared test setup: import paths for the collection and the markers' skip rules."""
+
+import os
+import shutil
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+# `ansible_collections.gpufleet.cluster.*` resolves through the committed self-link.
+for path in (REPO / "collections", REPO):
+    if str(path) not in sys.path:
+        sys.path.insert(0, str(path))
+
+
+def pytest_collection_modifyitems(config, items):
+    """Skips, with the reason, what this machine cannot run; never silently."""
+    sim_reason = None
+    if os.geteuid() != 0:
+        sim_reason = "the simulated cluster needs root (network namespaces, mounts, systemd-nspawn)"
+    elif not shutil.which("systemd-nspawn") or not shutil.which("debootstrap"):
+        sim_reason = "the simulated cluster needs systemd-nspawn and debootstrap (run tools/setup.sh as root)"
+    try:
+        import torch  # noqa: F401
+        torch_reason = None
+    except ImportError:
+        torch_reason = "torch is not installed in this venv (tools/setup.sh installs the CPU build)"
+    for item in items:
+        if sim_reason and "sim" in item.keywords:
+            item.add_marker(pytest.mark.skip(reason=sim_reason))
+        if torch_reason and "torch" in item.keywords:
+            item.add_marker(pytest.mark.skip(reason=torch_reason))
