@@ -159,8 +159,10 @@ gpus:
     index: {description: "Position in nvidia-smi output (nvidia-smi's GPU index).", type: int, sample: 0}
     name: {description: "Product name.", type: str, sample: "NVIDIA H100 80GB HBM3"}
     uuid: {description: "GPU UUID.", type: str}
+    serial: {description: "Board serial number.", type: str}
     pci_bus_id: {description: "Normalized bus id.", type: str, sample: "00000000:18:00.0"}
     pci_device_id: {description: "PCI device id.", type: str, sample: "0x2330"}
+    pci_sub_system_id: {description: "PCI subsystem id as nvidia-smi prints it (device then vendor).", type: str, sample: "0x16c110de"}
     vbios_version: {description: "VBIOS version.", type: str}
     memory_total_mib: {description: "Framebuffer total, MiB.", type: int, sample: 81559}
     architecture: {description: "From the output where present, else from the model table.", type: str, sample: Hopper}
@@ -187,13 +189,18 @@ gpus:
     power_limit_w: {description: "Current (enforced) power limit, W.", type: float, sample: 700.0}
     power_draw_w: {description: "Power draw, W.", type: float}
     temperature_c: {description: "GPU temperature, C.", type: int, sample: 34}
+    memory_temperature_c: {description: "HBM temperature, C, where reported.", type: int}
     clock_event_reasons_active:
       description: Active clock-event (throttle) reasons, e.g. C(gpu_idle), C(sw_power_cap),
         C(hw_thermal_slowdown); null when the output lists none.
       type: list
       elements: str
+    clock_event_reasons: {description: "Every clock-event reason listed, name -> active (bool).", type: dict}
     fabric: {description: "C(state), C(status), C(clique_id), C(cluster_uuid) on NVSwitch systems; null elsewhere.", type: dict}
     gpu_recovery_action: {description: "Recovery action newer drivers report (C(None) when healthy).", type: str}
+    reset_required: {description: "GPU Reset Status / Reset Required, where reported.", type: bool}
+    drain_and_reset_recommended: {description: "GPU Reset Status / Drain and Reset Recommended, where reported.", type: bool}
+    virtualization_mode: {description: "C(None), C(Pass-Through), C(VGPU), ...", type: str}
 """
 
 import os

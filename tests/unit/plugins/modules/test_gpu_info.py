@@ -1,0 +1,257 @@
+"""gpu_info: in-process with run_command fed the real captures, and through Ansible on this
+machine (no GPU) with stand-in nvidia-smi scripts that replay the captures."""
+
+import json
+import os
+import stat
+import subprocess
+import sys
+from pathlib import Path
+
+_REPO = Path(__file__).resolve().parents[4]
+for _p in (_REPO / "collections", _REPO / "tests"):
+    if str(_p) not in sys.path:
+        sys.path.insert(0, str(_p))
+
+import pytest  # noqa: E402
+from ansible.module_utils import basic  # noqa: E402
+from ansible.module_utils.testing import patch_module_args  # noqa: E402
+
+from fixtures_path import FIXTURES  # noqa: E402
+from ansible_collections.gpufleet.cluster.plugins.modules import gpu_info  # noqa: E402
+
+VENV_BIN = _REPO / ".venv" / "bin"
+H100_X8 = FIXTURES / "nvidia-smi-q" / "h100-sxm-80gb-hbm3-x8-drv535.183.01-cuda12.2.txt"
+H100_VM = FIXTURES / "nvidia-smi-q" / "h100-sxm-80gb-hbm3-vm-drv590.48.01-cuda13.1-load.txt"
+H100_VM_CSV = FIXTURES / "nvidia-smi-csv" / "h100-sxm-80gb-hbm3-drv590.48.01-query-gpu-all-fields-load.csv"
+HGX_TOPO = FIXTURES / "topo" / "hgx-h100-8gpu-nv18-8nic-pix-2numa-sglang-issue30401.txt"
+V100S_XML = FIXTURES / "nvidia-smi-xml" / "v100s-pcie-32gb-x8-drv460.73.01-cuda11.2.xml"
+# The real message and rc of nvidia-smi without a loaded driver (reference/test-infrastructure.md §5).
+NO_DRIVER_MSG = ("NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver. "
+                 "Make sure that the latest NVIDIA driver is installed and running.")
+H100_X8_BUSES = ["0000:%s:00.0" % b for b in ("53", "64", "75", "86", "97", "a8", "b9", "ca")]
+OLD_DRIVER_CC_ERR = (2, 'Field "compute_cap" is not a valid field to query.\n', "")
+
+
+def make_sysfs(root, functions):
+    """functions: [(sysfs name, vendor, device, class)] -> a fake /sys/bus/pci/devices."""
+    root.mkdir(parents=True, exist_ok=True)
+    for name, vendor, device, cls in functions:
+        d = root / name
+        d.mkdir()
+        (d / "vendor").write_text(vendor + "\n")
+        (d / "device").write_text(device + "\n")
+        (d / "class").write_text(cls + "\n")
+    return str(root)
+
+
+def hgx_sysfs(tmp_path, gpus=H100_X8_BUSES, nvswitches=4):
+    funcs = [(b, "0x10de", "0x2330", "0x030200") for b in gpus]
+    funcs += [("0000:%02x:00.0" % (0x05 + i), "0x10de", "0x22a3", "0x068000") for i in range(nvswitches)]
+    funcs += [("0000:00:00.0", "0x8086", "0x09a2", "0x060000"),  # host bridge
+              ("0000:17:00.0", "0x15b3", "0x1021", "0x020700")]  # ConnectX-7
+    return make_sysfs(tmp_path / "sys", funcs)
+
+
+def run_module(monkeypatch, capsys, args, outputs, bin_found=True):
+    """outputs: {'-q': (rc, out, err), 'topo': ..., '--query-gpu': ...}, keyed by the argument that picks them."""
+    calls = []
+
+    def fake_get_bin_path(self, name, required=False, opt_dirs=None):
+        return "/usr/bin/" + name if bin_found else None
+
+    def fake_run_command(self, cmd, *a, **kw):
+        calls.append({"cmd": cmd, "environ_update": kw.get("environ_update")})
+        for key, value in outputs.items():
+            if any(c.startswith(key) for c in cmd[1:]):
+                return value
+        raise AssertionError("unexpected command %r" % (cmd,))
+
+    monkeypatch.setattr(basic.AnsibleModule, "get_bin_path", fake_get_bin_path)
+    monkeypatch.setattr(basic.AnsibleModule, "run_command", fake_run_command)
+    with patch_module_args(args):
+        with pytest.raises(SystemExit):
+            gpu_info.main()
+    return json.loads(capsys.readouterr().out), calls
+
+
+def test_hgx_h100_ok(monkeypatch, capsys, tmp_path):
+    result, calls = run_module(monkeypatch, capsys, {"pci_sysfs_path": hgx_sysfs(tmp_path)}, {
+        "-q": (0, H100_X8.read_text(), ""), "--query-gpu": OLD_DRIVER_CC_ERR, "topo": (0, HGX_TOPO.read_text(), "")})
+    assert calls[0]["cmd"] == ["/usr/bin/nvidia-smi", "-q", "-x"]
+    assert calls[0]["environ_update"]["LC_ALL"] == "C" and calls[0]["environ_update"]["LANG"] == "C"
+    assert result["changed"] is False and "failed" not in result and "rc" not in result
+    assert (result["status"], result["message"]) == ("ok", "")
+    assert (result["driver_version"], result["cuda_version"]) == ("535.183.01", "12.2")
+    assert (result["driver_gpu_count"], result["pci_gpu_count"], result["pci_nvswitch_count"]) == (8, 8, 4)
+    assert result["gpu_count_mismatch"] is False and result["missing_from_driver"] == []
+    assert result["nvswitch"] is True
+    gpus = [d for d in result["pci_devices"] if d["kind"] == "gpu"]
+    assert [d["bus_id"] for d in gpus] == [g["pci_bus_id"] for g in result["gpus"]]
+    assert gpus[0] == {"bus_id": "00000000:53:00.0", "sysfs_name": "0000:53:00.0", "vendor_id": "0x10de",
+                       "device_id": "0x2330", "class": "0x030200", "kind": "gpu", "model": "NVIDIA H100 80GB HBM3"}
+    sw = [d for d in result["pci_devices"] if d["kind"] == "nvswitch"]
+    assert len(sw) == 4 and sw[0]["model"].startswith("NVSwitch")
+    g = result["gpus"][0]
+    assert (g["compute_capability"], g["compute_capability_source"]) == ("9.0", "model_table")
+    assert g["remapped_rows"]["pending"] is False and g["power_limit_w"] == 700.0
+    assert result["topology"]["nvlink"] is True and result["topology"]["gpus"][7]["nearest_nics"] == ["mlx5_7"]
+
+
+def test_gpu_fell_off_the_bus(monkeypatch, capsys, tmp_path):
+    # A ninth GPU on the bus that the driver does not list.
+    sysfs = hgx_sysfs(tmp_path, gpus=H100_X8_BUSES + ["0000:db:00.0"])
+    result, _ = run_module(monkeypatch, capsys, {"pci_sysfs_path": sysfs, "include_topology": False}, {
+        "-q": (0, H100_X8.read_text(), ""), "--query-gpu": OLD_DRIVER_CC_ERR})
+    assert result["status"] == "ok"
+    assert (result["pci_gpu_count"], result["driver_gpu_count"]) == (9, 8)
+    assert result["gpu_count_mismatch"] is True
+    assert result["missing_from_driver"] == ["00000000:DB:00.0"]
+    assert "00000000:DB:00.0" in result["message"]
+    assert result["topology"] is None
+
+
+def test_compute_cap_from_driver_query(monkeypatch, capsys, tmp_path):
+    # Same VM, same driver: the -q capture and the --query-gpu capture.
+    sysfs = make_sysfs(tmp_path / "sys", [("0000:00:09.0", "0x10de", "0x2330", "0x030200")])
+    result, calls = run_module(monkeypatch, capsys, {"pci_sysfs_path": sysfs}, {
+        "-q": (0, H100_VM.read_text(), ""), "--query-gpu": (0, H100_VM_CSV.read_text(), ""),
+        "topo": (0, (FIXTURES / "topo" / "h100-single-gpu-vm-drv590.48.01-ansi-header.txt").read_text(), "")})
+    g = result["gpus"][0]
+    assert (g["compute_capability"], g["compute_capability_source"]) == ("9.0", "nvidia-smi")
+    assert result["status"] == "ok" and result["gpu_count_mismatch"] is False
+    assert result["topology"]["gpus"][0]["cpu_affinity"] == "0-19"
+    assert ["/usr/bin/nvidia-smi", "topo", "-m"] in [c["cmd"] for c in calls]
+
+
+def test_topology_failure_is_null(monkeypatch, capsys, tmp_path):
+    result, _ = run_module(monkeypatch, capsys, {"pci_sysfs_path": str(tmp_path / "none")}, {
+        "-q": (0, V100S_XML.read_text(), ""), "--query-gpu": OLD_DRIVER_CC_ERR,
+        "topo": (3, "", "Failed to get topology\n")})
+    assert result["status"] == "ok" and result["topology"] is None
+    # sysfs hidden (container): no PCI count, so nothing to disagree with
+    assert (result["pci_gpu_count"], result["driver_gpu_count"], result["gpu_count_mismatch"]) == (0, 8, False)
+    assert result["nvswitch"] is False
+    assert {g["architecture"] for g in result["gpus"]} == {"Volta"}
+
+
+def test_no_driver_when_gpus_on_bus(monkeypatch, capsys, tmp_path):
+    result, calls = run_module(monkeypatch, capsys, {"pci_sysfs_path": hgx_sysfs(tmp_path)}, {}, bin_found=False)
+    assert calls == []
+    assert result["status"] == "no_driver" and result["pci_gpu_count"] == 8
+    assert result["driver_gpu_count"] is None and result["gpus"] == []
+    assert "nvidia-smi was not found" in result["message"]
+
+
+def test_no_gpu_no_tool(monkeypatch, capsys, tmp_path):
+    sysfs = make_sysfs(tmp_path / "sys", [("0000:00:02.0", "0x8086", "0x46a6", "0x030000"),  # Intel iGPU
+                                          ("0000:01:00.1", "0x10de", "0x22ba", "0x040300")])  # NVIDIA HDMI audio
+    result, _ = run_module(monkeypatch, capsys, {"pci_sysfs_path": sysfs}, {}, bin_found=False)
+    assert result["status"] == "no_gpu" and result["pci_devices"] == [] and result["pci_gpu_count"] == 0
+
+
+def test_driver_error_keeps_message_and_rc(monkeypatch, capsys, tmp_path):
+    result, _ = run_module(monkeypatch, capsys, {"pci_sysfs_path": hgx_sysfs(tmp_path)},
+                           {"-q": (9, NO_DRIVER_MSG + "\n", "")})
+    assert result["status"] == "driver_error"
+    assert result["message"] == NO_DRIVER_MSG and result["nvidia_smi_rc"] == 9
+    assert "failed" not in result
+
+
+def test_no_devices_found_without_pci_gpus_is_no_gpu(monkeypatch, capsys, tmp_path):
+    result, _ = run_module(monkeypatch, capsys, {"pci_sysfs_path": str(tmp_path / "none")},
+                           {"-q": (6, "No devices were found\n", "")})
+    assert result["status"] == "no_gpu" and result["message"] == "No devices were found"
+
+
+def test_unparseable_output_fails_naming_the_command(monkeypatch, capsys, tmp_path):
+    result, _ = run_module(monkeypatch, capsys, {"pci_sysfs_path": str(tmp_path)}, {"-q": (0, "garbage\n", "")})
+    assert result["failed"] is True
+    assert "/usr/bin/nvidia-smi -q -x" in result["msg"]
+    assert result["stdout"] == "garbage\n" and result["rc"] == 0
+
+
+# ------------------------------------------------------------ through Ansible
+
+def ansible(*argv):
+    env = dict(os.environ)
+    env["PATH"] = "%s:%s" % (VENV_BIN, env.get("PATH", ""))
+    env["ANSIBLE_CALLBACK_RESULT_FORMAT"] = "json"
+    env["ANSIBLE_NOCOLOR"] = "1"
+    env["ANSIBLE_DEPRECATION_WARNINGS"] = "false"
+    return subprocess.run([str(VENV_BIN / argv[0])] + list(argv[1:]), cwd=str(_REPO), env=env,
+                          capture_output=True, text=True, timeout=120)
+
+
+def adhoc(args):
+    proc = ansible("ansible", "localhost", "-m", "gpufleet.cluster.gpu_info", "-a", args,
+                   "-e", "ansible_python_interpreter=%s" % (VENV_BIN / "python"))
+    return proc, json.loads(proc.stdout.partition("=>")[2])
+
+
+def stand_in(tmp_path, body):
+    path = tmp_path / "bin" / "nvidia-smi"
+    path.parent.mkdir()
+    path.write_text("#!/bin/sh\n" + body)
+    path.chmod(path.stat().st_mode | stat.S_IXUSR)
+    return path
+
+
+needs_ansible = pytest.mark.skipif(not (VENV_BIN / "ansible").exists(), reason="no controller venv")
+
+
+@needs_ansible
+@pytest.mark.skipif(not os.path.isdir("/sys/bus/pci/devices"), reason="no sysfs")
+def test_ansible_defaults_on_this_machine():
+    proc = ansible("ansible", "localhost", "-m", "gpufleet.cluster.gpu_info",
+                   "-e", "ansible_python_interpreter=%s" % (VENV_BIN / "python"))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    result = json.loads(proc.stdout.partition("=>")[2])
+    assert result["changed"] is False
+    if not result["pci_gpu_count"] and result["nvidia_smi_path"] is None:  # this build machine
+        assert result["status"] == "no_gpu" and result["driver_gpu_count"] is None
+    else:  # a real GPU node (tests/gpu/) reports what it finds, but never fails
+        assert result["status"] in ("no_driver", "driver_error", "ok")
+
+
+@needs_ansible
+def test_ansible_stand_in_without_driver(tmp_path):
+    smi = stand_in(tmp_path, "echo \"%s\"\nexit 9\n" % NO_DRIVER_MSG)
+    proc, result = adhoc("nvidia_smi=%s pci_sysfs_path=%s" % (smi, tmp_path / "none"))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert (result["status"], result["message"], result["nvidia_smi_rc"]) == ("driver_error", NO_DRIVER_MSG, 9)
+
+
+@needs_ansible
+def test_ansible_stand_in_replaying_captures(tmp_path):
+    smi = stand_in(tmp_path, (
+        'case "$1" in\n'
+        '  -q) cat "%s" ;;\n'
+        '  topo) cat "%s" ;;\n'
+        '  *) echo \'Field "compute_cap" is not a valid field to query.\'; exit 2 ;;\n'
+        'esac\n') % (H100_X8, HGX_TOPO))
+    proc, result = adhoc("nvidia_smi=%s pci_sysfs_path=%s" % (smi, hgx_sysfs(tmp_path)))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert result["status"] == "ok" and result["changed"] is False
+    assert (result["driver_gpu_count"], result["pci_gpu_count"], result["pci_nvswitch_count"]) == (8, 8, 4)
+    assert result["gpus"][3]["uuid"] == "GPU-6b932a61-abfd-5ea1-b26a-7dea7f2fa601"
+    assert [g["name"] for g in result["gpus"]] == ["NVIDIA H100 80GB HBM3"] * 8
+    assert result["topology"]["link_types"] == ["NV18"]
+    # returned facts match RETURN
+    doc = json.loads(ansible("ansible-doc", "--json", "gpufleet.cluster.gpu_info").stdout)["gpufleet.cluster.gpu_info"]
+    assert set(result) - {"changed", "invocation", "_ansible_no_log"} == set(doc["return"])
+    for g in result["gpus"]:
+        assert set(g) == set(doc["return"]["gpus"]["contains"])
+    for d in result["pci_devices"]:
+        assert set(d) == set(doc["return"]["pci_devices"]["contains"])
+
+
+@needs_ansible
+def test_ansible_doc():
+    proc = ansible("ansible-doc", "--json", "gpufleet.cluster.gpu_info")
+    assert proc.returncode == 0, proc.stderr
+    doc = json.loads(proc.stdout)["gpufleet.cluster.gpu_info"]
+    assert set(doc["doc"]["options"]) == {"pci_sysfs_path", "nvidia_smi", "include_topology"}
+    for key in ("status", "message", "driver_version", "cuda_version", "gpus", "driver_gpu_count",
+                "pci_gpu_count", "pci_nvswitch_count", "pci_devices", "nvswitch", "topology"):
+        assert key in doc["return"], key
