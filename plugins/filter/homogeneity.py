@@ -1,0 +1,103 @@
+# -*- coding: utf-8 -*-
+# Copyright: gpufleet engineers
+# Apache-2.0 (see galaxy.yml)
+"""Filters over plugins/module_utils/homogeneity.py: the cluster half of preflight.
+
+- ``{node: summary} | gpufleet.cluster.homogeneity(properties, allow_mixed)``
+- ``report | gpufleet.cluster.homogeneity_findings(severity='fail')``
+- ``summaries | gpufleet.cluster.preflight_report(cluster=..., profile=..., mode=..., ...)``
+- ``report | gpufleet.cluster.preflight_markdown`` / ``preflight_summary_table(nodes)``
+- ``report | gpufleet.cluster.preflight_failure_messages(node)``
+"""
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+name: homogeneity
+short_description: Group each property's values across nodes and name the outliers
+description:
+  - Input is a mapping of node name to a flat property mapping (the preflight node summary).
+  - For every property returns the value groups (largest first), the majority value and the
+    outliers with the value expected of them. C(null) values form their own C(unknown) group.
+  - Ties go to a known value before C(unknown), then to the smallest value in natural order;
+    the result marks them C(tie=true).
+  - Properties listed in I(allow_mixed) are reported but their outliers are C(allowed).
+positional: _input, properties, allow_mixed
+options:
+  _input:
+    description: Mapping of node name to property mapping.
+    type: dict
+    required: true
+  properties:
+    description: Property names to compare.
+    type: list
+    elements: str
+  allow_mixed:
+    description: Properties allowed to differ between nodes.
+    type: list
+    elements: str
+"""
+
+EXAMPLES = r"""
+- name: Compare the nodes
+  ansible.builtin.set_fact:
+    report: "{{ summaries | gpufleet.cluster.homogeneity(['gpu_model', 'driver_version'], ['kernel']) }}"
+"""
+
+RETURN = r"""
+_value:
+  description: node_count, properties (groups, majority, tie, unknown, outliers), outliers, outlier_nodes, homogeneous.
+  type: dict
+"""
+
+from ansible.errors import AnsibleFilterError
+
+from ansible_collections.gpufleet.cluster.plugins.module_utils import homogeneity as _h
+
+
+def homogeneity(nodes, properties=None, allow_mixed=None):
+    if not isinstance(nodes, dict):
+        raise AnsibleFilterError("gpufleet.cluster.homogeneity: input must be a mapping of node -> properties, got %s"
+                                 % type(nodes).__name__)
+    for name, facts in nodes.items():
+        if facts is not None and not isinstance(facts, dict):
+            raise AnsibleFilterError("gpufleet.cluster.homogeneity: properties of node %s must be a mapping" % name)
+    return _h.homogeneity(nodes, list(properties) if properties is not None else None, allow_mixed)
+
+
+def homogeneity_findings(report, severity="fail"):
+    if severity not in ("fail", "warn"):
+        raise AnsibleFilterError("gpufleet.cluster.homogeneity_findings: severity must be fail or warn")
+    return _h.outlier_findings(report, severity)
+
+
+def preflight_report(summaries, cluster=None, profile=None, mode=None, findings=None, homogeneity=None,
+                     homogeneity_findings=None, plan=None, plan_error=None):
+    if not isinstance(summaries, dict):
+        raise AnsibleFilterError("gpufleet.cluster.preflight_report: input must be a mapping of node -> summary")
+    return _h.build_report(cluster, profile, mode, summaries, findings, homogeneity,
+                           homogeneity_findings, plan, plan_error or None)
+
+
+def preflight_markdown(report):
+    return _h.render_markdown(report)
+
+
+def preflight_summary_table(report, nodes=None):
+    return _h.summary_table(report, nodes)
+
+
+def preflight_failure_messages(report, node):
+    return _h.failure_messages(report, node)
+
+
+class FilterModule(object):
+    def filters(self):
+        return {
+            "homogeneity": homogeneity,
+            "homogeneity_findings": homogeneity_findings,
+            "preflight_report": preflight_report,
+            "preflight_markdown": preflight_markdown,
+            "preflight_summary_table": preflight_summary_table,
+            "preflight_failure_messages": preflight_failure_messages,
+        }
