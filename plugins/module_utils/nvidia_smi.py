@@ -139,7 +139,8 @@ class Node(object):
 
 def _xml_tree(elem):
     text = (elem.text or "").strip()
-    node = Node(elem.tag, text or None, dict(elem.attrib))
+    # camelCase tags (cliqueId, clusterUuid) get the same key as the text labels
+    node = Node(snake(elem.tag), text or None, dict(elem.attrib))
     for sub in elem:
         node.children.append(_xml_tree(sub))
     return node
