@@ -142,8 +142,11 @@ def up(name: str, subnet_cidr: str, count: int, profiles: dict[str, str], captur
 
 def install_driver(state: dict, node_name: str, version: str) -> None:
     branch = version.split(".")[0]
+    # As NVIDIA documents it: fetch cuda-keyring from the repository, dpkg -i, update.
+    keyring_url = f"{state['repo_url']}/debian12/x86_64/cuda-keyring_1.1-1_all.deb"
     ssh(state, node_name,
-        "DEBIAN_FRONTEND=noninteractive apt-get install -y -qq cuda-keyring >/dev/null && apt-get update -qq && "
+        f"python3 -c 'import urllib.request as u; u.urlretrieve(\"{keyring_url}\", \"/tmp/cuda-keyring.deb\")' && "
+        "dpkg -i /tmp/cuda-keyring.deb >/dev/null && rm -f /tmp/cuda-keyring.deb && apt-get update -qq && "
         f"DEBIAN_FRONTEND=noninteractive apt-get install -y -qq nvidia-driver-{branch}={version}-1 >/dev/null",
         check=True)
 

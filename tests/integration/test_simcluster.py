@@ -1,0 +1,232 @@
+"""The simulated cluster itself: what the other integration tests rely on."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import tempfile
+import uuid
+from pathlib import Path
+
+import pytest
+
+from conftest import SIMCLUSTER, bring_up, free_subnet, simlib, simnet, tear_down
+
+pytestmark = pytest.mark.sim
+
+
+def leftovers(name: str) -> list[str]:
+    """Everything of cluster `name` that the host still shows."""
+    found = []
+    netns = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
+    found += [f"netns {line}" for line in netns.splitlines() if line.startswith(simnet.netns_prefix(name))]
+    links = subprocess.run(["ip", "-o", "link", "show"], capture_output=True, text=True).stdout
+    tag = simnet.short_id(name)
+    found += [f"link {line.split(':')[1].strip()}" for line in links.splitlines() if tag in line.split(":")[1]]
+    mounts = subprocess.run(["findmnt", "-rn", "-o", "TARGET"], capture_output=True, text=True).stdout
+    sdir = str(simlib.state_dir(name))
+    found += [f"mount {m}" for m in mounts.split() if m.startswith(sdir)]
+    ps = subprocess.run(["ps", "-eo", "pid,stat,args"], capture_output=True, text=True).stdout
+    found += [f"process {line.strip()}" for line in ps.splitlines()
+              if sdir in line and " Z" not in line and "ps -eo" not in line]
+    if Path(sdir).exists():
+        found.append(f"state dir {sdir}")
+    return found
+
+
+# --- the shared session cluster ----------------------------------------------------------
+
+def test_ping_answers_from_three_distinct_hostnames(sim_cluster):
+    ping = sim_cluster.ansible("all", "-m", "ansible.builtin.ping")
+    assert ping.returncode == 0, ping.stdout + ping.stderr
+    assert ping.stdout.count("SUCCESS") == 3
+    names = sim_cluster.ansible("all", "-m", "ansible.builtin.command", "-a", "hostname", "-o")
+    assert names.returncode == 0, names.stdout + names.stderr
+    reported = {line.split(" | ")[0]: line.rsplit(" ", 1)[1] for line in names.stdout.splitlines() if " | " in line}
+    assert reported == {"node1": "node1", "node2": "node2", "node3": "node3"}
+
+
+def test_node_facts_are_complete_and_systemd_runs(sim_cluster):
+    out = sim_cluster.ssh("node2", "systemctl is-system-running; ip route show default; getent hosts node3")
+    lines = out.stdout.splitlines()
+    assert lines[0] in ("running", "degraded"), out.stdout
+    assert lines[1].startswith("default via 10.200.0.254"), out.stdout
+    assert lines[2].split() == [sim_cluster.ip("node3"), "node3"]
+
+
+def test_a_file_written_on_one_node_is_absent_elsewhere(sim_cluster):
+    marker = f"/root/isolation-{uuid.uuid4().hex}"
+    try:
+        assert sim_cluster.ssh("node1", f"echo node1 > {marker}").returncode == 0
+        assert sim_cluster.ssh("node1", f"cat {marker}").stdout.strip() == "node1"
+        for node in ("node2", "node3"):
+            assert sim_cluster.ssh(node, f"test -e {marker}").returncode == 1
+        assert not Path(marker).exists()
+    finally:
+        sim_cluster.ssh("node1", f"rm -f {marker}")
+
+
+def test_session_cluster_has_no_driver_but_a_pci_tree(sim_cluster):
+    out = sim_cluster.ssh("node1", "command -v nvidia-smi; ls /opt/gpufleet-sim/sys/bus/pci/devices | wc -l;"
+                                   " cat /opt/gpufleet-sim/sys/bus/pci/devices/0000:53:00.0/device")
+    lines = out.stdout.split()
+    assert lines == ["12", "0x2330"], out.stdout   # 8 H100 + 4 NVSwitch, and no nvidia-smi
+
+
+# --- a cluster of our own, with a driver --------------------------------------------------
+
+@pytest.fixture(scope="module")
+def driver_cluster():
+    from conftest import sim_skip_reason
+    reason = sim_skip_reason()
+    if reason:
+        pytest.skip(reason)
+    name = "simtest"
+    try:
+        yield bring_up(name, free_subnet(), 2, profile=["hgx-h100", "node2=a100-sxm4"],
+                       preinstall=["driver=535.183.01"])
+    finally:
+        tear_down(name)
+
+
+def test_cuda_toolkit_installs_from_the_signed_repository(driver_cluster):
+    out = driver_cluster.ssh("node1", "apt-get update 2>&1; DEBIAN_FRONTEND=noninteractive "
+                                      "apt-get install -y cuda-toolkit-12-2 2>&1; /usr/local/cuda/bin/nvcc --version")
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "NO_PUBKEY" not in out.stdout and "GPG error" not in out.stdout
+    assert "Cuda compilation tools, release 12.2, V12.2.140" in out.stdout
+    policy = driver_cluster.ssh("node1", "apt-cache policy cuda-toolkit-12-2")
+    assert "/compute/cuda/repos/debian12/x86_64" in policy.stdout
+
+
+def test_a_repository_signed_with_another_key_is_refused(driver_cluster):
+    flat = simlib.state_dir(driver_cluster.name) / "www" / simlib.repo.CUDA_REPO_SUBDIR / "debian12/x86_64"
+    with tempfile.TemporaryDirectory() as home:
+        simlib.repo.resign_flat_repo(flat, Path(home))
+    try:
+        out = driver_cluster.ssh("node2", "rm -rf /var/lib/apt/lists/*cuda*; apt-get update 2>&1; "
+                                          "DEBIAN_FRONTEND=noninteractive apt-get install -y cuda-toolkit-12-1 2>&1")
+        assert out.returncode != 0, out.stdout
+        assert "NO_PUBKEY" in out.stdout and "signatures couldn't be verified" in out.stdout, out.stdout
+    finally:
+        simlib.repo.sign_release(flat, simlib.repo.GNUPGHOME, simlib.repo.ensure_key())
+    again = driver_cluster.ssh("node2", "apt-get update 2>&1")
+    assert "NO_PUBKEY" not in again.stdout
+
+
+def test_ecc_pending_becomes_current_after_a_reboot(driver_cluster):
+    query = "nvidia-smi --query-gpu=ecc.mode.current,ecc.mode.pending --format=csv,noheader -i 0"
+    assert driver_cluster.ssh("node1", query).stdout.strip() == "Enabled, Enabled"
+    out = driver_cluster.ssh("node1", "nvidia-smi -e 0")
+    assert "Reboot required." in out.stdout
+    assert driver_cluster.ssh("node1", query).stdout.strip() == "Enabled, Disabled"
+    boot_id = driver_cluster.ssh("node1", "cat /proc/sys/kernel/random/boot_id").stdout
+    driver_cluster.ssh("node1", "(sleep 1; systemctl reboot) >/dev/null 2>&1 &")
+    simlib.nodelib.wait_ssh(Path(driver_cluster.state["ssh_key"]), driver_cluster.ip("node1"), 5)  # may still be up
+    import time
+    deadline = time.monotonic() + 90
+    while time.monotonic() < deadline:
+        now = driver_cluster.ssh("node1", "cat /proc/sys/kernel/random/boot_id", timeout=15)
+        if now.returncode == 0 and now.stdout and now.stdout != boot_id:
+            break
+        time.sleep(0.5)
+    else:
+        pytest.fail("node1 did not come back from its reboot")
+    assert driver_cluster.ssh("node1", query).stdout.strip() == "Disabled, Disabled"
+    # Same file system after the reboot: the toolkit or at least the driver is still there.
+    assert driver_cluster.ssh("node1", "dpkg-query -W -f='${Version}' nvidia-driver-535").stdout == "535.183.01-1"
+    driver_cluster.ssh("node1", "nvidia-smi -e 1")
+
+
+def test_reported_driver_follows_the_installed_package(driver_cluster):
+    q = "nvidia-smi -q | grep -E '^(Driver|CUDA) Version'"
+    before = driver_cluster.ssh("node2", "nvidia-smi -q -x | grep -E '<(driver|cuda)_version>'").stdout
+    assert "535.183.01" in before and "<cuda_version>12.2</cuda_version>" in before
+    out = driver_cluster.ssh("node2", "DEBIAN_FRONTEND=noninteractive apt-get install -y nvidia-driver-550 2>&1")
+    assert out.returncode == 0, out.stdout
+    after = driver_cluster.ssh("node2", "nvidia-smi -q -x | grep -E '<(driver|cuda)_version>'").stdout
+    assert "<driver_version>550.127.05</driver_version>" in after and "<cuda_version>12.4</cuda_version>" in after
+    text = driver_cluster.ssh("node1", q).stdout
+    assert "535.183.01" in text and "12.2" in text
+
+
+def test_fabric_manager_refuses_a_different_driver_version(driver_cluster):
+    out = driver_cluster.ssh("node1", "DEBIAN_FRONTEND=noninteractive apt-get install -y "
+                                      "nvidia-fabricmanager-535=535.104.05-1 >/dev/null 2>&1; "
+                                      "systemctl start nvidia-fabricmanager; systemctl is-active nvidia-fabricmanager")
+    assert out.stdout.strip() != "active"
+    out = driver_cluster.ssh("node1", "DEBIAN_FRONTEND=noninteractive apt-get install -y --allow-downgrades "
+                                      "nvidia-fabricmanager-535=535.183.01-1 >/dev/null 2>&1; "
+                                      "systemctl restart nvidia-fabricmanager; sleep 0.5; "
+                                      "systemctl is-active nvidia-fabricmanager")
+    assert out.stdout.strip() == "active"
+
+
+def test_faults_show_in_the_replayed_output(driver_cluster):
+    c = driver_cluster
+    q = "nvidia-smi --query-gpu=ecc.errors.uncorrected.volatile.total --format=csv,noheader -i 0"
+    assert c.ssh("node1", q).stdout.strip() == "0"
+    c.fault("node1", "ecc-uncorrectable")
+    c.fault("node1", "gpu-missing")
+    try:
+        assert c.ssh("node1", q).stdout.strip() == "2"
+        text = c.ssh("node1", "nvidia-smi -q").stdout
+        assert "Attached GPUs                             : 7" in text
+        assert c.ssh("node1", "ls /opt/gpufleet-sim/sys/bus/pci/devices | wc -l").stdout.strip() == "12"
+    finally:
+        c.clear("node1")
+    assert c.ssh("node1", q).stdout.strip() == "0"
+    # XML captures keep their format under faults.
+    c.fault("node2", "remap-pending")
+    try:
+        xml = c.ssh("node2", "nvidia-smi -q -x").stdout
+        assert xml.startswith("<?xml") and "<remapped_row_pending>Yes</remapped_row_pending>" in xml
+    finally:
+        c.clear("node2", "remap-pending")
+    # IB: ibstat appears with infiniband-diags and replays the capture; a port goes down.
+    out = c.ssh("node1", "DEBIAN_FRONTEND=noninteractive apt-get install -y infiniband-diags >/dev/null 2>&1; ibstat")
+    assert out.returncode == 0 and out.stdout.count("State: Active") >= 8, out.stdout + out.stderr
+    c.fault("node1", "ib-port-down")
+    try:
+        out = c.ssh("node1", "ibstat mlx5_0")
+        assert "State: Down" in out.stdout and "Physical state: Disabled" in out.stdout
+    finally:
+        c.clear("node1")
+
+
+def test_link_cut_isolates_the_node_but_not_from_the_controller(driver_cluster):
+    c = driver_cluster
+    probe = f"timeout 3 bash -c 'echo > /dev/tcp/{c.ip('node2')}/22' && echo open || echo closed"
+    assert c.ssh("node1", probe).stdout.strip() == "open"
+    c.fault("node1", "link-cut")
+    try:
+        assert c.ssh("node1", probe).stdout.strip() == "closed"
+    finally:
+        c.clear("node1", "link-cut")
+    assert c.ssh("node1", probe).stdout.strip() == "open"
+
+
+# --- tear-down ------------------------------------------------------------------------------
+
+def test_down_leaves_nothing_behind():
+    name = "simdown"
+    cluster = bring_up(name, free_subnet(), 2)
+    assert leftovers(name), "the probe must see a running cluster"
+    assert cluster.ssh("node1", "true").returncode == 0
+    tear_down(name)
+    assert leftovers(name) == []
+
+
+def test_a_failed_bring_up_leaves_nothing_behind(tmp_path):
+    name = "simfail"
+    bogus = tmp_path / "not-a-capture.txt"
+    bogus.write_text("this is not nvidia-smi output\n")
+    proc = subprocess.run([sys.executable, str(SIMCLUSTER), "up", "--name", name, "--subnet", free_subnet(),
+                           "--nodes", "2", "--capture", f"node2={bogus}"], capture_output=True, text=True,
+                          timeout=600)
+    try:
+        assert proc.returncode != 0
+        assert "not an nvidia-smi" in proc.stderr
+        assert leftovers(name) == []
+    finally:
+        tear_down(name)
