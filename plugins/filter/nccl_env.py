@@ -34,8 +34,10 @@ options:
     type: list
     elements: dict
   gid_tables:
-    description: RoCE GID tables, C({"mlx5_0:1": [{index, gid, type}]}).
-    type: dict
+    description:
+      - RoCE GID tables, C({"mlx5_0:1": [{index, gid, type}]}), or the tab-separated lines
+        C(ca:port index gid type) the nccl_config role reads from sysfs.
+    type: raw
   overrides:
     description: Operator NCCL values; they replace derived ones, null removes a key.
     type: dict

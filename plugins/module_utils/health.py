@@ -521,10 +521,23 @@ def parse_xids(text):
     return found
 
 
-def check_xids(node, kernel_log, gpus=None, options=None):
-    """One finding per (GPU, Xid) seen in the kernel log since boot."""
+def check_xids(node, kernel_log, gpus=None, options=None, kernel_log_error=None):
+    """One finding per (GPU, Xid) seen in the kernel log since boot.
+
+    ``kernel_log`` None skips the check; with ``kernel_log_error`` set it also says why (a warn:
+    an unread log must not read as a clean one).
+    """
     opts = _options(options)
-    if not opts["xid_check"] or kernel_log is None:
+    if not opts["xid_check"]:
+        return []
+    if kernel_log is None:
+        if kernel_log_error:
+            return [make_finding(
+                "KERNEL_LOG_UNREADABLE", "warn", node,
+                "Kernel log since boot could not be read, so Xid errors were not checked: %s"
+                % kernel_log_error,
+                "Run the health play with become: true, or check journald/dmesg access (kernel.dmesg_restrict)",
+                value=None, threshold=None)]
         return []
     by_bus = {normalize_bus_id(g.get("pci_bus_id")): g for g in gpus or []}
     groups = {}
@@ -551,7 +564,8 @@ def check_xids(node, kernel_log, gpus=None, options=None):
 # Whole node
 
 
-def evaluate_node(node, gpu_info=None, rdma_info=None, host_info=None, kernel_log=None, options=None):
+def evaluate_node(node, gpu_info=None, rdma_info=None, host_info=None, kernel_log=None, options=None,
+                  kernel_log_error=None):
     """All checks for one node; findings sorted (fails first)."""
     opts = _options(options)
     findings = []
@@ -561,7 +575,7 @@ def evaluate_node(node, gpu_info=None, rdma_info=None, host_info=None, kernel_lo
         findings.extend(check_ib_ports(node, rdma_info, opts))
     if host_info is not None:
         findings.extend(check_host(node, host_info, opts))
-    findings.extend(check_xids(node, kernel_log, (gpu_info or {}).get("gpus"), opts))
+    findings.extend(check_xids(node, kernel_log, (gpu_info or {}).get("gpus"), opts, kernel_log_error))
     return sort_findings(findings)
 
 

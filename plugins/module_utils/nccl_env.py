@@ -140,6 +140,26 @@ def affinity_order(hcas, affinity):
 # The environment
 
 
+def parse_gid_lines(text):
+    """``{"mlx5_0:1": [{index, gid, type}]}`` from ``ca:port<TAB>index<TAB>gid<TAB>type`` lines
+    (what the nccl_config role prints from /sys/class/infiniband/*/ports/*/gids and gid_attrs/types).
+    Empty and all-zero GIDs are dropped."""
+    tables = {}
+    for line in (text or "").splitlines():
+        parts = line.rstrip("\n").split("\t")
+        if len(parts) < 3 or not parts[1].strip().isdigit():
+            continue
+        gid = parts[2].strip().lower()
+        if not gid or set(gid) <= {"0", ":"}:
+            continue
+        tables.setdefault(parts[0].strip(), []).append({
+            "index": int(parts[1]), "gid": gid,
+            "type": parts[3].strip() if len(parts) > 3 and parts[3].strip() else None})
+    for table in tables.values():
+        table.sort(key=lambda g: g["index"])
+    return tables
+
+
 def _gid_index(fabric, gid_tables, warnings):
     """Most common RoCE v2 IPv4 GID index over the fabric ports; default 3 with a warning."""
     from ansible_collections.gpufleet.cluster.plugins.module_utils.ibstat import roce_gid_index
@@ -187,6 +207,8 @@ def derive_nccl_env(rdma_info=None, topology=None, socket_ifname=None, nics=None
     ``hcas``: operator list of fabric HCAs (``"mlx5_0"`` / ``"mlx5_0:1"``).
     """
     rdma_info = rdma_info or {}
+    if isinstance(gid_tables, str):
+        gid_tables = parse_gid_lines(gid_tables)
     warnings = []
     env = {}
     ports = classify_ports(rdma_info.get("cas") or [], hcas or None)

@@ -35,6 +35,9 @@ options:
   kernel_log:
     description: Kernel log since boot (C(journalctl -k -b) or C(dmesg)); null skips the Xid check.
     type: str
+  kernel_log_error:
+    description: Why the kernel log could not be read; with O(kernel_log) null it becomes a C(KERNEL_LOG_UNREADABLE) warning.
+    type: str
   thresholds:
     description:
       - Overrides of the defaults in C(module_utils/health.py) C(DEFAULTS) (keys such as
@@ -115,6 +118,7 @@ def main():
             rdma_info=dict(type="dict"),
             host_info=dict(type="dict"),
             kernel_log=dict(type="str", no_log=False),
+            kernel_log_error=dict(type="str"),
             thresholds=dict(type="dict", default={}),
         ),
         supports_check_mode=True,
@@ -126,7 +130,7 @@ def main():
             ", ".join(unknown), ", ".join(sorted(DEFAULTS))))
     findings = evaluate_node(p["node"], gpu_info=p["gpu_info"], rdma_info=p["rdma_info"],
                              host_info=p["host_info"], kernel_log=p["kernel_log"],
-                             options=p["thresholds"])
+                             options=p["thresholds"], kernel_log_error=p["kernel_log_error"])
     result = node_result(p["node"], findings, p["thresholds"])
     gpus = (p["gpu_info"] or {}).get("gpus") or []
     module.exit_json(

@@ -200,3 +200,21 @@ def test_render_conf_and_filter_registration():
     assert FilterModule().filters()["nccl_env"] is nccl_env
     with pytest.raises(AnsibleFilterError):
         nccl_env(["not", "a", "dict"])
+
+
+def test_gid_lines_from_sysfs_pick_the_roce_v2_ipv4_entry():
+    text = "\n".join([
+        "mlx5_0:1\t0\tfe80:0000:0000:0000:a288:c2ff:fe00:0001\tIB/RoCE v1",
+        "mlx5_0:1\t1\tfe80:0000:0000:0000:a288:c2ff:fe00:0001\tRoCE v2",
+        "mlx5_0:1\t2\t0000:0000:0000:0000:0000:ffff:0a00:0101\tIB/RoCE v1",
+        "mlx5_0:1\t3\t0000:0000:0000:0000:0000:ffff:0a00:0101\tRoCE v2",
+        "mlx5_0:1\t4\t0000:0000:0000:0000:0000:0000:0000:0000\t",
+        "mlx5_3:1\t3\t0000:0000:0000:0000:0000:ffff:0a00:0201\tRoCE v2",
+    ])
+    from ansible_collections.gpufleet.cluster.plugins.module_utils.nccl_env import parse_gid_lines
+    tables = parse_gid_lines(text)
+    assert [g["index"] for g in tables["mlx5_0:1"]] == [0, 1, 2, 3]
+    result = nccl_env(rdma(ROCE12), gid_tables=text, socket_ifname="eth0")
+    assert result["env"]["NCCL_IB_GID_INDEX"] == "3"
+    assert result["gid_index_source"] == "gid_table"
+    assert not any("GID" in w for w in result["warnings"])

@@ -366,3 +366,9 @@ def test_make_finding_rejects_bad_input():
     with pytest.raises(ValueError):
         make_finding("lower_case", "fail", "n", "m", "r")
     assert worst_status([]) == "pass"
+
+
+def test_unreadable_kernel_log_warns_instead_of_passing_silently():
+    f = health.evaluate_node("n", kernel_log=None, kernel_log_error="dmesg: Operation not permitted")
+    assert [(x["code"], x["severity"]) for x in f] == [("KERNEL_LOG_UNREADABLE", "warn")]
+    assert health.evaluate_node("n", kernel_log=None) == []
