@@ -1,0 +1,558 @@
+#!/usr/bin/env python3
+# Copyright: gpufleet engineers
+# Apache License 2.0 (see galaxy.yml)
+"""gpufleet smoke job: proves a cluster trains.
+
+Three modes, one file (the smoke_test role copies it to every node):
+
+``probe``  what this node's torch sees (version, CUDA, NCCL, GPU count), as one JSON line.
+``node``   run on every node by Ansible: a bounded roll call (every node must reach every other
+           node on the roll-call port within --join-timeout), then torchrun with the c10d
+           rendezvous on the first node, under a hard deadline. Prints one JSON document:
+           the roll call, torchrun's exit, the NCCL INFO lines and (on the node that held global
+           rank 0) the job result. Standard library only, so it starts in milliseconds.
+``job``    the distributed program torchrun starts, one process per GPU (or per CPU slot):
+           all-reduce sweep (warm-up, timed iterations, correctness on every rank; time, algbw,
+           busbw as nccl-tests computes them) and a short DDP training run (loss must fall, no
+           NaN/Inf, parameters identical on all ranks). Global rank 0 writes the result file.
+"""
+
+import argparse
+import json
+import math
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+
+SCHEMA = "gpufleet.smoke.job/1"
+ROLLCALL_MAGIC = "gpufleet-rollcall/1"
+
+
+def _stage(rank, stage):
+    """Progress marker on stderr: the launcher reports the last stage each rank reached."""
+    sys.stderr.write("GPUFLEET_STAGE rank=%s stage=%s t=%.3f\n" % (rank, stage, time.time()))
+    sys.stderr.flush()
+
+
+# --------------------------------------------------------------------------------------------
+# probe
+
+
+def cmd_probe(_args):
+    out = {"python": sys.version.split()[0], "torch": None, "torch_cuda": None, "cuda_available": False,
+           "cuda_device_count": 0, "nccl": None, "gloo": False, "devices": [], "error": None}
+    try:
+        import torch  # noqa: F401  pylint: disable=import-outside-toplevel
+        import torch.distributed as dist  # pylint: disable=import-outside-toplevel
+        out["torch"] = torch.__version__
+        out["torch_cuda"] = torch.version.cuda
+        out["gloo"] = bool(dist.is_available() and dist.is_gloo_available())
+        out["cuda_available"] = bool(torch.cuda.is_available())
+        if out["cuda_available"]:
+            out["cuda_device_count"] = torch.cuda.device_count()
+            out["devices"] = [torch.cuda.get_device_name(i) for i in range(out["cuda_device_count"])]
+            try:
+                ver = torch.cuda.nccl.version()
+                out["nccl"] = ".".join(str(v) for v in ver) if isinstance(ver, tuple) else str(ver)
+            except Exception as exc:  # pylint: disable=broad-except
+                out["nccl_error"] = str(exc)
+    except Exception as exc:  # pylint: disable=broad-except
+        out["error"] = "%s: %s" % (type(exc).__name__, exc)
+    print(json.dumps(out))
+    return 0
+
+
+# --------------------------------------------------------------------------------------------
+# node: roll call + torchrun under a deadline
+
+
+def _parse_peers(text):
+    """'n1=10.0.0.1,n2=10.0.0.2' -> [('n1', '10.0.0.1'), ...] in the given order."""
+    peers = []
+    for item in text.split(","):
+        item = item.strip()
+        if not item:
+            continue
+        name, _, addr = item.partition("=")
+        if not addr:
+            raise SystemExit("--peers entries are name=address, got %r" % item)
+        peers.append((name.strip(), addr.strip()))
+    return peers
+
+
+def rollcall(me, peers, port, timeout):
+    """Every node must reach every other node within ``timeout`` seconds.
+
+    Each node listens on (its address, port) and answers with its name; it connects to every
+    peer, retrying until the deadline. Returns this node's view: who it reached, who reached it.
+    """
+    names = dict(peers)
+    my_addr = names[me]
+    others = [n for n, _ in peers if n != me]
+    deadline = time.monotonic() + timeout
+    start = time.monotonic()
+    reached, heard_from, wrong_name, errors = {}, {}, {}, {}
+    lock = threading.Lock()
+
+    server = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    server.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        server.bind((my_addr, port))
+    except OSError as exc:
+        return {"node": me, "ok": False, "elapsed_s": 0.0, "reached": [], "unreachable": others,
+                "heard_from": [], "not_heard_from": others, "wrong_name": {},
+                "errors": {"bind": "cannot listen on %s:%s: %s" % (my_addr, port, exc)}}
+    server.listen(64)
+    server.settimeout(0.2)
+    stop = threading.Event()
+
+    def serve():
+        while not stop.is_set():
+            try:
+                conn, _ = server.accept()
+            except socket.timeout:
+                continue
+            except OSError:
+                return
+            try:
+                conn.settimeout(2.0)
+                data = conn.recv(256).decode("utf-8", "replace").strip()
+                magic, _, who = data.partition(" ")
+                if magic == ROLLCALL_MAGIC:
+                    conn.sendall(("%s %s\n" % (ROLLCALL_MAGIC, me)).encode())
+                    with lock:
+                        heard_from[who] = round(time.monotonic() - start, 3)
+            except OSError:
+                pass
+            finally:
+                conn.close()
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    pending = list(others)
+    while time.monotonic() < deadline:
+        for peer in list(pending):
+            left = deadline - time.monotonic()
+            if left <= 0:
+                break
+            try:
+                with socket.create_connection((names[peer], port), timeout=min(2.0, left),
+                                              source_address=(my_addr, 0)) as conn:
+                    conn.settimeout(min(2.0, max(left, 0.1)))
+                    conn.sendall(("%s %s\n" % (ROLLCALL_MAGIC, me)).encode())
+                    data = conn.recv(256).decode("utf-8", "replace").strip()
+                magic, _, who = data.partition(" ")
+                if magic != ROLLCALL_MAGIC:
+                    errors[peer] = "unexpected answer %r" % data[:60]
+                    continue
+                if who != peer:
+                    wrong_name[peer] = who
+                reached[peer] = round(time.monotonic() - start, 3)
+                pending.remove(peer)
+            except OSError as exc:
+                errors[peer] = "%s:%s: %s" % (names[peer], port, exc)
+        with lock:
+            all_heard = all(o in heard_from for o in others)
+        if not pending and all_heard:
+            break
+        time.sleep(0.2)
+    stop.set()
+    thread.join(timeout=1.0)
+    server.close()
+    with lock:
+        heard = dict(heard_from)
+    view = {
+        "node": me,
+        "elapsed_s": round(time.monotonic() - start, 3),
+        "reached": sorted(reached),
+        "unreachable": sorted(set(others) - set(reached)),
+        "heard_from": sorted(n for n in heard if n in names),
+        "not_heard_from": sorted(set(others) - set(heard)),
+        "wrong_name": wrong_name,
+        "errors": {k: v for k, v in errors.items() if k not in reached},
+    }
+    view["ok"] = not view["unreachable"] and not view["not_heard_from"] and not wrong_name
+    return view
+
+
+def _tail(lines, n):
+    return lines[-n:] if len(lines) > n else lines
+
+
+def cmd_node(args):
+    t_start = time.time()
+    deadline = time.monotonic() + args.timeout
+    peers = _parse_peers(args.peers)
+    names = [n for n, _ in peers]
+    if args.node_name not in names:
+        raise SystemExit("--node-name %s is not in --peers" % args.node_name)
+    node_rank = names.index(args.node_name)
+    out = {"schema": SCHEMA, "node": args.node_name, "node_rank": node_rank, "nnodes": len(peers),
+           "address": dict(peers)[args.node_name], "started_at": t_start, "rollcall": None,
+           "torchrun_rc": None, "timed_out": False, "stage": "rollcall", "last_stages": {},
+           "nccl_lines": [], "log_tail": [], "result": None, "error": None}
+
+    if len(peers) > 1:
+        view = rollcall(args.node_name, peers, args.rollcall_port,
+                        min(args.join_timeout, max(deadline - time.monotonic(), 1)))
+    else:
+        view = {"node": args.node_name, "ok": True, "elapsed_s": 0.0, "reached": [], "unreachable": [],
+                "heard_from": [], "not_heard_from": [], "wrong_name": {}, "errors": {}}
+    out["rollcall"] = view
+    if not view["ok"]:
+        out["error"] = "roll call failed: unreachable %s, not heard from %s" % (
+            ", ".join(view["unreachable"]) or "-", ", ".join(view["not_heard_from"]) or "-")
+        out["finished_at"] = time.time()
+        print(json.dumps(out))
+        return 3
+
+    os.makedirs(args.work_dir, exist_ok=True)
+    result_file = os.path.join(args.work_dir, "result-%s.json" % args.run_id)
+    log_file = os.path.join(args.work_dir, "torchrun-%s.log" % args.run_id)
+    if os.path.exists(result_file):
+        os.unlink(result_file)
+    rdzv_host = peers[0][1]
+    join_left = max(int(min(args.join_timeout, deadline - time.monotonic())), 5)
+    rdzv_conf = "join_timeout=%d,read_timeout=%d,last_call_timeout=1,close_timeout=10,is_host=%d" % (
+        join_left, join_left, 1 if node_rank == 0 else 0)
+    cmd = [args.torchrun,
+           "--nnodes", str(len(peers)),
+           "--nproc-per-node", str(args.nproc),
+           "--rdzv-backend", "c10d",
+           "--rdzv-endpoint", "%s:%d" % (rdzv_host, args.rdzv_port),
+           "--rdzv-id", args.run_id,
+           "--rdzv-conf", rdzv_conf,
+           "--local-addr", out["address"],
+           "--max-restarts", "0",
+           "--monitor-interval", "1",
+           os.path.abspath(__file__), "job",
+           "--result-file", result_file] + list(args.job_args)
+    env = dict(os.environ)
+    env["GPUFLEET_NODE_NAME"] = args.node_name
+    env["GPUFLEET_NODE_ADDR"] = out["address"]
+    env.setdefault("PYTHONUNBUFFERED", "1")
+    env.setdefault("OMP_NUM_THREADS", "1")
+    out["stage"] = "torchrun"
+    out["command"] = cmd
+    with open(log_file, "wb") as log:
+        proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env,  # noqa: S603
+                                start_new_session=True)
+        try:
+            out["torchrun_rc"] = proc.wait(timeout=max(deadline - time.monotonic(), 1))
+        except subprocess.TimeoutExpired:
+            out["timed_out"] = True
+            # The whole session: torchrun's agent and every worker it started.
+            for sig, grace in ((signal.SIGTERM, 5), (signal.SIGKILL, 5)):
+                try:
+                    os.killpg(proc.pid, sig)
+                except ProcessLookupError:
+                    break
+                try:
+                    proc.wait(timeout=grace)
+                    break
+                except subprocess.TimeoutExpired:
+                    continue
+            out["torchrun_rc"] = proc.returncode
+    with open(log_file, "r", encoding="utf-8", errors="replace") as log:
+        lines = log.read().splitlines()
+    stages = {}
+    nccl = []
+    for line in lines:
+        if line.startswith("GPUFLEET_STAGE "):
+            fields = dict(f.split("=", 1) for f in line.split()[1:] if "=" in f)
+            stages[fields.get("rank", "?")] = fields.get("stage")
+        elif "NCCL INFO" in line or "NCCL WARN" in line:
+            nccl.append(line)
+    out["last_stages"] = stages
+    out["nccl_lines"] = nccl[: args.max_nccl_lines]
+    out["log_tail"] = _tail([ln for ln in lines if not ln.startswith("GPUFLEET_STAGE ")], 40)
+    out["log_file"] = log_file
+    if os.path.exists(result_file):
+        with open(result_file, "r", encoding="utf-8") as fh:
+            out["result"] = json.load(fh)
+    out["stage"] = "done"
+    out["finished_at"] = time.time()
+    if out["timed_out"]:
+        out["error"] = "torchrun did not finish within %ss (killed)" % args.timeout
+    elif out["torchrun_rc"] != 0:
+        out["error"] = "torchrun exited with %s" % out["torchrun_rc"]
+    print(json.dumps(out))
+    return 0 if out["torchrun_rc"] == 0 and not out["timed_out"] else 4
+
+
+# --------------------------------------------------------------------------------------------
+# job: runs under torchrun
+
+
+def _sizes(min_bytes, max_bytes, factor):
+    sizes = []
+    size = max(int(min_bytes), 4)
+    while size <= max_bytes:
+        sizes.append(size)
+        nxt = size * factor
+        if nxt <= size:
+            break
+        size = nxt
+    return sizes
+
+
+def _sync(device):
+    if device.type == "cuda":
+        import torch  # pylint: disable=import-outside-toplevel
+        torch.cuda.synchronize(device)
+
+
+def run_sweep(args, dist, torch, device, rank, world):
+    """All-reduce (sum, float32) sweep; time averaged over ranks as nccl-tests does by default."""
+    rows = []
+    for size in _sizes(args.min_bytes, args.max_bytes, args.factor):
+        _stage(rank, "sweep:%d" % size)
+        count = max(size // 4, 1)
+        nbytes = count * 4
+        buf = torch.zeros(count, dtype=torch.float32, device=device)
+        # Zeros while timing: repeated in-place sums stay finite and denormal-free.
+        for _ in range(args.warmup):
+            dist.all_reduce(buf)
+        _sync(device)
+        dist.barrier()
+        if device.type == "cuda":
+            begin = torch.cuda.Event(enable_timing=True)
+            end = torch.cuda.Event(enable_timing=True)
+            begin.record()
+            for _ in range(args.iters):
+                dist.all_reduce(buf)
+            end.record()
+            end.synchronize()
+            elapsed = begin.elapsed_time(end) / 1000.0 / args.iters
+        else:
+            t0 = time.perf_counter()
+            for _ in range(args.iters):
+                dist.all_reduce(buf)
+            elapsed = (time.perf_counter() - t0) / args.iters
+        times = torch.tensor([elapsed], dtype=torch.float64, device=device)
+        dist.all_reduce(times)
+        avg_time = float(times.item()) / world
+        # Correctness: element i of rank r holds (r+1)*(i%7+1); the sum is exact in float32.
+        pattern = (torch.arange(count, device=device) % 7 + 1).to(torch.float32)
+        buf.copy_(pattern * float(rank + 1))
+        dist.all_reduce(buf)
+        expected = pattern * float(world * (world + 1) // 2)
+        wrong_local = int((buf != expected).sum().item())
+        wrong = torch.tensor([wrong_local], dtype=torch.int64, device=device)
+        dist.all_reduce(wrong)
+        algbw = nbytes / avg_time / 1.0e9
+        factor = 2.0 * (world - 1) / world
+        rows.append({"size_bytes": nbytes, "count": count, "type": "float", "redop": "sum",
+                     "time_us": avg_time * 1.0e6, "algbw_gbps": algbw, "busbw_gbps": algbw * factor,
+                     "wrong": int(wrong.item())})
+        del buf, pattern, expected
+    return rows
+
+
+def run_training(args, dist, torch, device, rank, world):
+    """DDP on synthetic data: a fixed random 'teacher' labels Gaussian inputs; the MLP must learn it."""
+    import torch.nn as nn  # pylint: disable=import-outside-toplevel
+    from torch.nn.parallel import DistributedDataParallel as DDP  # pylint: disable=import-outside-toplevel
+
+    _stage(rank, "train:setup")
+    torch.manual_seed(args.seed)
+    teacher = torch.randn(args.features, args.classes, generator=torch.Generator().manual_seed(args.seed + 1))
+    teacher = teacher.to(device)
+    model = nn.Sequential(nn.Linear(args.features, args.hidden), nn.ReLU(),
+                          nn.Linear(args.hidden, args.hidden), nn.ReLU(),
+                          nn.Linear(args.hidden, args.classes)).to(device)
+    ddp = DDP(model, device_ids=[device.index] if device.type == "cuda" else None)
+    opt = torch.optim.SGD(ddp.parameters(), lr=args.lr, momentum=0.9)
+    warm = max(1, args.steps // 10)
+    sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: min(1.0, (s + 1) / warm))
+    loss_fn = nn.CrossEntropyLoss()
+    gen = torch.Generator(device="cpu").manual_seed(args.seed + 1000 + rank)
+    losses = []
+    _sync(device)
+    dist.barrier()
+    t0 = time.perf_counter()
+    for step in range(args.steps):
+        if step % 10 == 0:
+            _stage(rank, "train:%d" % step)
+        x = torch.randn(args.batch, args.features, generator=gen).to(device, non_blocking=True)
+        y = (x @ teacher).argmax(dim=1)
+        loss = loss_fn(ddp(x), y)
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+        sched.step()
+        losses.append(loss.detach())
+    _sync(device)
+    elapsed = time.perf_counter() - t0
+    _stage(rank, "train:check")
+    local = torch.stack(losses).to(torch.float64)
+    mean_losses = local.clone()
+    dist.all_reduce(mean_losses)
+    mean_losses /= world
+    # NaN/Inf anywhere: local losses or parameters on any rank.
+    flat = torch.cat([p.detach().reshape(-1).to(torch.float64) for p in model.parameters()])
+    nonfinite_local = int((~torch.isfinite(local)).sum().item()) + int((~torch.isfinite(flat)).sum().item())
+    nonfinite = torch.tensor([nonfinite_local], dtype=torch.int64, device=device)
+    dist.all_reduce(nonfinite)
+    # Parameters identical on every rank: compare with rank 0's copy, bit for bit.
+    ref = flat.clone()
+    dist.broadcast(ref, src=0)
+    diff = torch.nan_to_num((flat - ref).abs(), nan=float("inf"))
+    max_diff = torch.tensor([float(diff.max().item()) if diff.numel() else 0.0], dtype=torch.float64, device=device)
+    dist.all_reduce(max_diff, op=dist.ReduceOp.MAX)
+    mismatched = torch.tensor([0 if torch.equal(flat, ref) else 1], dtype=torch.int64, device=device)
+    dist.all_reduce(mismatched)
+    step_times = torch.tensor([elapsed], dtype=torch.float64, device=device)
+    dist.all_reduce(step_times, op=dist.ReduceOp.MAX)
+    wall = float(step_times.item())
+    series = [float(v) for v in mean_losses.cpu().tolist()]
+    k = max(1, args.steps // 10)
+    first = sum(series[:k]) / k
+    last = sum(series[-k:]) / k
+    return {
+        "model": "mlp %d-%d-%d-%d" % (args.features, args.hidden, args.hidden, args.classes),
+        "parameters": int(flat.numel()),
+        "steps": args.steps,
+        "per_gpu_batch": args.batch,
+        "global_batch": args.batch * world,
+        "lr": args.lr,
+        "optimizer": "sgd momentum 0.9, linear warm-up %d steps" % warm,
+        "loss_first": first if math.isfinite(first) else None,
+        "loss_last": last if math.isfinite(last) else None,
+        "loss_drop": (1.0 - last / first) if (math.isfinite(first) and math.isfinite(last) and first > 0) else None,
+        "losses": [round(v, 6) if math.isfinite(v) else None for v in series],
+        "nonfinite_values": int(nonfinite.item()),
+        "params_in_sync": int(mismatched.item()) == 0,
+        "ranks_out_of_sync": int(mismatched.item()),
+        "max_param_diff": float(max_diff.item()),
+        "wall_s": wall,
+        "step_time_ms": wall / args.steps * 1000.0,
+        "steps_per_s": args.steps / wall if wall > 0 else None,
+        "samples_per_s": args.batch * world * args.steps / wall if wall > 0 else None,
+    }
+
+
+def cmd_job(args):
+    import torch  # pylint: disable=import-outside-toplevel
+    import torch.distributed as dist  # pylint: disable=import-outside-toplevel
+    from datetime import timedelta  # pylint: disable=import-outside-toplevel
+
+    rank = int(os.environ.get("RANK", "0"))
+    local_rank = int(os.environ.get("LOCAL_RANK", "0"))
+    t_start = time.time()
+    backend = args.backend
+    if backend == "nccl":
+        if not torch.cuda.is_available():
+            raise SystemExit("backend nccl asked but torch sees no CUDA device on %s" % socket.gethostname())
+        torch.cuda.set_device(local_rank)
+        device = torch.device("cuda", local_rank)
+    else:
+        device = torch.device("cpu")
+    _stage(rank, "init")
+    dist.init_process_group(backend=backend, timeout=timedelta(seconds=args.collective_timeout))
+    world = dist.get_world_size()
+    rank = dist.get_rank()
+    me = {"rank": rank, "local_rank": local_rank, "node": os.environ.get("GPUFLEET_NODE_NAME") or socket.gethostname(),
+          "address": os.environ.get("GPUFLEET_NODE_ADDR"), "hostname": socket.gethostname(),
+          "device": str(device), "gpu": torch.cuda.get_device_name(device) if device.type == "cuda" else None}
+    members = [None] * world
+    dist.all_gather_object(members, me)
+    _stage(rank, "joined")
+    init_s = time.time() - t_start
+    nccl_version = None
+    if backend == "nccl":
+        try:
+            ver = torch.cuda.nccl.version()
+            nccl_version = ".".join(str(v) for v in ver) if isinstance(ver, tuple) else str(ver)
+        except Exception:  # pylint: disable=broad-except
+            nccl_version = None
+    sweep = run_sweep(args, dist, torch, device, rank, world)
+    training = run_training(args, dist, torch, device, rank, world)
+    _stage(rank, "done")
+    if rank == 0:
+        nodes = []
+        for m in members:
+            if m["node"] not in nodes:
+                nodes.append(m["node"])
+        result = {
+            "schema": SCHEMA,
+            "backend": backend,
+            "device": device.type,
+            "world_size": world,
+            "nodes": nodes,
+            "ranks": members,
+            "versions": {"torch": torch.__version__, "torch_cuda": torch.version.cuda, "nccl": nccl_version,
+                         "python": sys.version.split()[0]},
+            "init_s": init_s,
+            "sweep": {"collective": "all_reduce", "dtype": "float32", "warmup": args.warmup, "iters": args.iters,
+                      "timing": "cuda events" if device.type == "cuda" else "perf_counter",
+                      "time_average": "mean over ranks", "rows": sweep},
+            "training": training,
+            "started_at": t_start,
+            "finished_at": time.time(),
+        }
+        tmp = args.result_file + ".tmp"
+        with open(tmp, "w", encoding="utf-8") as fh:
+            json.dump(result, fh)
+        os.replace(tmp, args.result_file)
+    dist.barrier()
+    dist.destroy_process_group()
+    return 0
+
+
+# --------------------------------------------------------------------------------------------
+
+
+def _job_parser(parser):
+    parser.add_argument("--backend", choices=["nccl", "gloo"], default="gloo")
+    parser.add_argument("--min-bytes", type=int, default=8)
+    parser.add_argument("--max-bytes", type=int, default=64 * 1024 * 1024)
+    parser.add_argument("--factor", type=int, default=2)
+    parser.add_argument("--warmup", type=int, default=2)
+    parser.add_argument("--iters", type=int, default=5)
+    parser.add_argument("--steps", type=int, default=100)
+    parser.add_argument("--batch", type=int, default=64, help="per-GPU (per-rank) batch")
+    parser.add_argument("--lr", type=float, default=0.05)
+    parser.add_argument("--features", type=int, default=64)
+    parser.add_argument("--hidden", type=int, default=256)
+    parser.add_argument("--classes", type=int, default=10)
+    parser.add_argument("--seed", type=int, default=1234)
+    parser.add_argument("--collective-timeout", type=int, default=60)
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="mode", required=True)
+    sub.add_parser("probe")
+    node = sub.add_parser("node")
+    node.add_argument("--node-name", required=True)
+    node.add_argument("--peers", required=True, help="name=address,... ; the first one hosts the rendezvous")
+    node.add_argument("--nproc", type=int, required=True)
+    node.add_argument("--torchrun", required=True)
+    node.add_argument("--rdzv-port", type=int, default=29400)
+    node.add_argument("--rollcall-port", type=int, default=29401)
+    node.add_argument("--run-id", required=True)
+    node.add_argument("--join-timeout", type=float, default=60)
+    node.add_argument("--timeout", type=float, default=300)
+    node.add_argument("--work-dir", default="/var/lib/gpufleet/smoke")
+    node.add_argument("--max-nccl-lines", type=int, default=4000)
+    node.add_argument("job_args", nargs=argparse.REMAINDER, help="after --: arguments for the job")
+    job = sub.add_parser("job")
+    job.add_argument("--result-file", required=True)
+    _job_parser(job)
+    args = parser.parse_args(argv)
+    if args.mode == "probe":
+        return cmd_probe(args)
+    if args.mode == "node":
+        if args.job_args and args.job_args[0] == "--":
+            args.job_args = args.job_args[1:]
+        return cmd_node(args)
+    return cmd_job(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
