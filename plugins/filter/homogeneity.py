@@ -8,6 +8,7 @@
 - ``summaries | gpufleet.cluster.preflight_report(cluster=..., profile=..., mode=..., ...)``
 - ``report | gpufleet.cluster.preflight_markdown`` / ``preflight_summary_table(nodes)``
 - ``report | gpufleet.cluster.preflight_failure_messages(node)``
+- ``report | gpufleet.cluster.preflight_console(report_dir)``: what the run prints once
 """
 
 from __future__ import annotations
@@ -87,6 +88,10 @@ def preflight_summary_table(report, nodes=None):
     return _h.summary_table(report, nodes)
 
 
+def preflight_console(report, report_dir=None):
+    return _h.console_text(report, report_dir)
+
+
 def preflight_failure_messages(report, node):
     return _h.failure_messages(report, node)
 
@@ -100,4 +105,5 @@ class FilterModule(object):
             "preflight_markdown": preflight_markdown,
             "preflight_summary_table": preflight_summary_table,
             "preflight_failure_messages": preflight_failure_messages,
+            "preflight_console": preflight_console,
         }

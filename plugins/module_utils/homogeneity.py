@@ -94,6 +94,8 @@ def display(value):
     """How a value is written in messages and tables."""
     if value is None:
         return UNKNOWN
+    if isinstance(value, bool):
+        return "true" if value else "false"
     if isinstance(value, float) and value.is_integer():
         return str(int(value))
     if isinstance(value, (list, tuple)):
@@ -109,18 +111,20 @@ def homogeneity(nodes, properties=None, allow_mixed=None):
     names = list(nodes)
     result = {}
     per_node = {}
+    rows = [(node, nodes[node] or {}) for node in names]
     for prop in properties:
-        groups = {}    # frozen value -> [original value, [nodes]]
-        for node in names:
-            facts = nodes[node] or {}
+        groups = {}    # group key -> [original value, [nodes]]
+        for node, facts in rows:
             value = facts.get(prop)
-            key = _freeze(value)
+            # Strings and None key themselves; other values are keyed with their type so
+            # True, 1 and 1.0 (equal in Python) stay apart.
+            key = value if value is None or value.__class__ is str else (value.__class__.__name__, _freeze(value))
             entry = groups.get(key)
             if entry is None:
                 groups[key] = [value, [node]]
             else:
                 entry[1].append(node)
-        ordered = sorted(groups.items(), key=lambda kv: (-len(kv[1][1]), _sort_key(kv[0])))
+        ordered = sorted(groups.items(), key=lambda kv: (-len(kv[1][1]), _sort_key(_freeze(kv[1][0]))))
         majority_key, (majority_value, majority_nodes) = ordered[0] if ordered else (None, (None, []))
         tie = len(ordered) > 1 and len(ordered[1][1][1]) == len(majority_nodes)
         allowed = prop in allow
@@ -341,17 +345,72 @@ def render_markdown(report):
     if report.get("plan_error"):
         out.append("No plan: %s" % report["plan_error"])
     elif report.get("plan") is not None:
-        plan = report["plan"]
-        if isinstance(plan, dict):
-            out.append(markdown_table(["item", "value"], [[k, plan[k]] for k in plan if not isinstance(plan[k], (dict, list))]))
-            out.append("")
-            out.append("Full plan: `plan.json`.")
-        else:
-            out.append(display(plan))
+        out.append(plan_table(report["plan"]))
+        out.append("")
+        out.append("Full plan: `plan.json`.")
     else:
         out.append("Not computed.")
     out.append("")
     return "\n".join(out)
+
+
+# What the console shows of the plan (the Markdown report and plan.json have all of it).
+PLAN_CONSOLE_KEYS = (
+    "os", "arch", "cuda_version", "driver_branch", "driver_recommended_version", "driver_min_version",
+    "kernel_modules", "nccl_version", "nvswitch", "fabricmanager_version", "repository",
+    "packages.driver", "packages.toolkit", "packages.nccl", "packages.fabricmanager",
+    "torch.version", "torch.variant", "torch.index_url", "gpus", "warnings",
+)
+
+
+def _plan_rows(plan, keys=None):
+    rows = []
+    for key, value in plan.items():
+        if key == "rules_checked":
+            continue
+        if isinstance(value, dict):
+            for sub, subval in value.items():
+                if not isinstance(subval, (dict, list)) or all(not isinstance(v, (dict, list)) for v in subval):
+                    rows.append(["%s.%s" % (key, sub), display(subval)])
+        elif isinstance(value, list):
+            if all(not isinstance(v, (dict, list)) for v in value):
+                rows.append([key, display(value)])
+        else:
+            rows.append([key, display(value)])
+    if keys is not None:
+        order = {k: i for i, k in enumerate(keys)}
+        rows = sorted([r for r in rows if r[0] in order], key=lambda r: order[r[0]])
+    return rows
+
+
+def plan_table(plan, keys=None):
+    """The plan as a two-column table: scalars, and one level of nested mappings."""
+    if not isinstance(plan, dict):
+        return display(plan)
+    return markdown_table(["plan", "value"], _plan_rows(plan, keys))
+
+
+def console_text(report, report_dir=None):
+    """What the run prints once: the summary table and the plan when the cluster passed (or in
+    warn mode, with every finding); otherwise only which nodes failed (their reasons follow,
+    one failed task per node)."""
+    where = " Reports: %s" % report_dir if report_dir else ""
+    failed = report.get("failed_nodes") or []
+    if report.get("mode") == "strict" and failed:
+        return "Preflight failed on %d of %d node(s): %s.%s" % (
+            len(failed), report.get("node_count", 0), ", ".join(failed), where)
+    parts = [summary_table(report)]
+    findings = report.get("findings") or []
+    if findings:
+        parts.append("Findings (%s mode, not stopping):\n%s" % (
+            report.get("mode"), "\n".join("- [%s] %s" % (f.get("severity"), f.get("message")) for f in findings)))
+    if report.get("plan_error"):
+        parts.append("No plan: %s" % report["plan_error"])
+    elif report.get("plan") is not None:
+        parts.append(plan_table(report["plan"], PLAN_CONSOLE_KEYS))
+    if where:
+        parts.append(where.strip())
+    return "\n\n".join(parts)
 
 
 def failure_messages(report, node):

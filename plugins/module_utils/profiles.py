@@ -90,12 +90,16 @@ def _number(value):
         return None
 
 
+_ON_OFF = {True: True, False: False, None: None, "Enabled": True, "Disabled": False,
+           "enabled": True, "disabled": False}
+
+
 def _on_off(value):
     """True/False for Enabled/Disabled, On/Off, yes/no, bools; None when unknown/N/A."""
-    if isinstance(value, bool):
-        return value
-    if value is None:
-        return None
+    try:
+        return _ON_OFF[value]
+    except (KeyError, TypeError):
+        pass
     text = str(value).strip().lower()
     if text in ("enabled", "enable", "on", "yes", "true", "1"):
         return True
@@ -136,6 +140,12 @@ def os_key(os_id, version_id):
     return os_id + version.split(".")[0]
 
 
+@functools.lru_cache(maxsize=256)
+def _norm_cc(cc):
+    return normalize_cc(cc)
+
+
+@functools.lru_cache(maxsize=256)
 def _cc_tuple(cc):
     text = normalize_cc(cc)
     if text is None:
@@ -148,7 +158,9 @@ def _cc_tuple(cc):
 # Facts -> summary
 # --------------------------------------------------------------------------- #
 
+@functools.lru_cache(maxsize=1024)
 def _model_for(name_or_id):
+    """lookup_model, cached: a cluster has few distinct names. The dict is shared; read only."""
     return lookup_model(name_or_id) if name_or_id else None
 
 
@@ -177,7 +189,7 @@ def node_summary(gpu_info, rdma_info, host_info):
                 "model": model,
                 "memory_mib": mib,
                 "memory_source": "nvidia-smi" if mib is not None else ("model table" if model else None),
-                "compute_capability": normalize_cc(g.get("compute_capability")) or (model or {}).get("compute_capability"),
+                "compute_capability": _norm_cc(g.get("compute_capability")) or (model or {}).get("compute_capability"),
                 "vbios_version": g.get("vbios_version"),
                 "pcie_width": _int(pcie.get("width_current")),
                 "ecc_current": _on_off(ecc.get("current")),
