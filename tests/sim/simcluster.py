@@ -4,7 +4,7 @@
     simcluster.py up [--name N] [--subnet 10.200.K.0/24] --nodes 3 [--profile hgx-h100 | --profile node2=a100-sxm4]
                      [--capture NODE=FILE ...] [--fault NODE=FAULT ...] [--preinstall driver=535.183.01]
                      [--preinstall torch] [--inventory PATH]
-    simcluster.py down [--name N]
+    simcluster.py down [--name N | --all]
     simcluster.py status [--name N]
     simcluster.py fault [--name N] NODE FAULT
     simcluster.py clear [--name N] NODE [FAULT]
@@ -52,6 +52,7 @@ def main(argv=None) -> int:
 
     p_down = sub.add_parser("down", help="remove the cluster and every trace of it")
     p_down.add_argument("--name", default=cluster.DEFAULT_NAME)
+    p_down.add_argument("--all", action="store_true", help="remove every cluster this clone brought up")
 
     p_status = sub.add_parser("status", help="list clusters and nodes")
     p_status.add_argument("--name")
@@ -106,8 +107,10 @@ def main(argv=None) -> int:
         print(f"Remove it:       {sys.executable} {me} down --name {args.name}")
         return 0
     if args.cmd == "down":
-        cluster.down(args.name)
-        print(f"Cluster '{args.name}' removed.")
+        names = [c["name"] for c in cluster.status(None)] if args.all else [args.name]
+        for name in names:
+            cluster.down(name)
+            print(f"Cluster '{name}' removed.")
         return 0
     if args.cmd == "status":
         info = cluster.status(args.name)
