@@ -9,7 +9,7 @@ cd "$repo"
 # debootstrap/systemd-nspawn/sshd/iptables build and run the simulated nodes; gnupg, dpkg-dev and
 # apt-utils build and sign the local package repository they install from.
 apt_packages=(openssh-server openssh-client debootstrap systemd-container iptables iproute2
-              gnupg dpkg-dev apt-utils ca-certificates)
+              gnupg dpkg-dev apt-utils ca-certificates procps util-linux)
 if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
   missing=()
   for p in "${apt_packages[@]}"; do
