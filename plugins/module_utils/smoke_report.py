@@ -197,8 +197,11 @@ def diagnose_rollcall(expected, views):
                 findings.append({"node": node, "reason": "never joined: %s could not reach it and it reported nothing"
                                  % ", ".join(complaints)})
             continue
-        reached_none = not view.get("reached") and bool(others)
-        if reached_none and (not reporters or len(complaints) == len(reporters)):
+        if not reporters:
+            # Every peer is silent: they are the ones to name, not this node.
+            continue
+        reached_none = not set(view.get("reached") or []) & set(reporters)
+        if reached_none and len(complaints) == len(reporters):
             reason = "cut off: reached none of its %d peer(s)" % len(others)
             if complaints:
                 reason += "; %s could not reach it" % ", ".join(complaints)
@@ -330,9 +333,11 @@ def build_report(cluster, expected, nodes, outputs, backend, hparams=None, confi
     joined = list(result["nodes"]) if result else []
     missing = []
     if result:
+        errors = {r["name"]: r["error"] for r in node_rows if r["status"] != "ok" and r["error"]}
         for host in expected:
             if host not in joined:
-                missing.append({"node": host, "reason": "not among the nodes in the job (joined: %s)" % ", ".join(joined)})
+                missing.append({"node": host, "reason": "%snot among the nodes in the job (joined: %s)" % (
+                    errors[host] + "; " if host in errors else "", ", ".join(joined))})
     else:
         missing = diagnose_rollcall(expected, views)
         named = {m["node"] for m in missing}
@@ -402,6 +407,7 @@ def build_report(cluster, expected, nodes, outputs, backend, hparams=None, confi
         "backend": backend,
         "device": device,
         "gpu_model": gpu_name,
+        "gpu_model_key": model_key if backend == "nccl" else None,
         "hardware_key": hw_key,
         "rank0_node": result_node,
         "versions": versions,
@@ -462,7 +468,7 @@ def resolve_thresholds(report, overrides=None, rdma_gbps_per_node=None):
     overrides = {k: v for k, v in (overrides or {}).items() if v is not None}
     backend = report["backend"]
     out = {}
-    model_key = report["hardware_key"].rsplit("-x", 1)[0]
+    model_key = report.get("gpu_model_key")
     floor, source = busbw_threshold(model_key, report["nproc_per_node"], report["nnodes"], backend, rdma_gbps_per_node)
     out["min_busbw_gbps"] = {"value": floor, "source": source}
     if "min_busbw_gbps" in overrides:

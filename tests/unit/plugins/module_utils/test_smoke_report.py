@@ -1,0 +1,308 @@
+"""Smoke report: assembly, verdict, baseline compare, NCCL transport parsing and rendering."""
+import copy
+import json
+import sys
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+_REPO = Path(__file__).resolve().parents[4]
+for _p in (_REPO / "collections", _REPO / "tests"):
+    if str(_p) not in sys.path:
+        sys.path.insert(0, str(_p))
+
+import pytest  # noqa: E402
+
+from ansible_collections.gpufleet.cluster.plugins.module_utils import smoke_report as sr  # noqa: E402
+from fixtures_path import FIXTURES  # noqa: E402
+
+HOSTS = ["node1", "node2", "node3"]
+
+
+def _rows(world, sizes=(8, 1024, 1 << 20, 1 << 26), gbps=1.0):
+    rows = []
+    for size in sizes:
+        t = size / (gbps * 1e9) + 50e-6
+        alg = size / t / 1e9
+        rows.append({"size_bytes": size, "count": size // 4, "type": "float", "redop": "sum", "time_us": t * 1e6,
+                     "algbw_gbps": alg, "busbw_gbps": alg * 2 * (world - 1) / world, "wrong": 0})
+    return rows
+
+
+def _result(hosts, nproc=1, backend="gloo", loss=(2.3, 0.5), gbps=1.0):
+    world = len(hosts) * nproc
+    return {
+        "schema": "gpufleet.smoke.job/1", "backend": backend, "device": "cpu" if backend == "gloo" else "cuda",
+        "world_size": world, "nodes": list(hosts),
+        "ranks": [{"rank": i, "node": hosts[i // nproc]} for i in range(world)],
+        "versions": {"torch": "2.13.0+cpu", "torch_cuda": None, "nccl": None, "python": "3.11.2"},
+        "sweep": {"collective": "all_reduce", "dtype": "float32", "warmup": 2, "iters": 5, "rows": _rows(world, gbps=gbps)},
+        "training": {"model": "mlp 64-256-256-10", "parameters": 85002, "steps": 100, "per_gpu_batch": 64,
+                     "global_batch": 64 * world, "lr": 0.05, "loss_first": loss[0], "loss_last": loss[1],
+                     "loss_drop": 1 - loss[1] / loss[0], "losses": [], "nonfinite_values": 0, "params_in_sync": True,
+                     "ranks_out_of_sync": 0, "max_param_diff": 0.0, "wall_s": 2.0, "step_time_ms": 20.0,
+                     "steps_per_s": 50.0, "samples_per_s": 50.0 * 64 * world},
+    }
+
+
+def _view(node, others, reached=None, heard=None):
+    reached = others if reached is None else reached
+    heard = others if heard is None else heard
+    return {"node": node, "ok": set(reached) == set(others) and set(heard) == set(others),
+            "reached": sorted(reached), "unreachable": sorted(set(others) - set(reached)),
+            "heard_from": sorted(heard), "not_heard_from": sorted(set(others) - set(heard)), "wrong_name": {}, "errors": {}}
+
+
+def _nodes(hosts, nproc=1, gpus=None):
+    out = {}
+    for i, h in enumerate(hosts):
+        gpu = {"status": "no_driver"} if not gpus else {
+            "status": "ok", "driver_version": "535.183.01", "cuda_version": "12.2", "driver_gpu_count": gpus,
+            "gpus": [{"name": "NVIDIA H100 80GB HBM3"}] * gpus}
+        out[h] = {"address": "10.200.13.%d" % (11 + i), "nproc": nproc, "gpu": gpu,
+                  "probe": {"torch": "2.13.0+cpu", "cuda_device_count": gpus or 0}}
+    return out
+
+
+def _outputs(hosts, result=None, rc=0, nccl_lines=None, views=None):
+    outs = {}
+    for i, h in enumerate(hosts):
+        others = [o for o in hosts if o != h]
+        outs[h] = {"node": h, "rollcall": (views or {}).get(h, _view(h, others)), "torchrun_rc": rc, "timed_out": False,
+                   "last_stages": {str(i): "done"}, "nccl_lines": (nccl_lines or {}).get(h, []), "log_tail": [],
+                   "result": result if i == 0 else None, "error": None if rc == 0 else "torchrun exited with %s" % rc}
+    return outs
+
+
+def _judge(report, baseline=None, overrides=None, **kw):
+    return sr.evaluate(report, sr.resolve_thresholds(report, overrides), baseline=baseline, **kw)
+
+
+def _status(report):
+    return {c["name"]: c["status"] for c in report["verdict"]["checks"]}
+
+
+def test_three_node_gloo_run_passes_and_busbw_matches_formula():
+    res = _result(HOSTS)
+    report = sr.build_report("simc", HOSTS, _nodes(HOSTS), _outputs(HOSTS, res), "gloo")
+    _judge(report)
+    assert report["verdict"]["passed"], report["verdict"]["reasons"]
+    assert report["backend"] == "gloo" and report["nccl"] is None and report["transports"] == ["gloo/TCP"]
+    assert report["world_size"] == 3 and report["hardware_key"] == "cpu-x1-n3-gloo"
+    for row in report["sweep"]["rows"]:
+        assert row["busbw_gbps"] == row["algbw_gbps"] * 2 * (3 - 1) / 3
+        assert row["algbw_gbps"] == pytest.approx(row["size_bytes"] / (row["time_us"] * 1e-6) / 1e9, rel=1e-12)
+    st = _status(report)
+    assert st["busbw_gbps"] == "skip" and "not applicable on gloo" in report["verdict"]["checks"][4]["message"]
+    assert st["nccl_transport"] == "skip" and st["baseline"] == "skip"
+
+
+def test_gloo_bandwidth_judged_when_set_explicitly():
+    report = sr.build_report("simc", HOSTS, _nodes(HOSTS), _outputs(HOSTS, _result(HOSTS)), "gloo")
+    _judge(report, overrides={"min_busbw_gbps": 50.0})
+    assert not report["verdict"]["passed"]
+    assert any(r.startswith("busbw_gbps:") and "floor 50.0" in r for r in report["verdict"]["reasons"])
+
+
+def test_cut_node_is_named_from_the_roll_call():
+    views = {"node1": _view("node1", ["node2", "node3"], reached=["node2"], heard=["node2"]),
+             "node2": _view("node2", ["node1", "node3"], reached=["node1"], heard=["node1"]),
+             "node3": _view("node3", ["node1", "node2"], reached=[], heard=[])}
+    outs = _outputs(HOSTS, None, rc=None, views=views)
+    for o in outs.values():
+        o["error"] = "roll call failed"
+    report = sr.build_report("simc", HOSTS, _nodes(HOSTS), outs, "gloo")
+    _judge(report)
+    assert not report["verdict"]["passed"]
+    assert [m["node"] for m in report["missing_nodes"]] == ["node3"]
+    assert "cut off" in report["missing_nodes"][0]["reason"]
+    reasons = " ".join(report["verdict"]["reasons"])
+    assert "node3" in reasons and "nodes_joined" in reasons
+    assert _status(report)["loss_decreased"] == "skip"
+
+
+def test_two_node_cut_names_the_link():
+    hosts = ["a", "b"]
+    views = {"a": _view("a", ["b"], reached=[], heard=[]), "b": _view("b", ["a"], reached=[], heard=[])}
+    found = sr.diagnose_rollcall(hosts, views)
+    assert {f["node"] for f in found} == {"a", "b"}
+
+
+def test_unreachable_host_without_output_is_named():
+    nodes = _nodes(HOSTS[:2])
+    res = _result(HOSTS[:2])
+    report = sr.build_report("simc", HOSTS, nodes, _outputs(HOSTS[:2], res), "gloo")
+    _judge(report)
+    assert not report["verdict"]["passed"]
+    assert [m["node"] for m in report["missing_nodes"]] == ["node3"]
+    assert report["nodes"][2]["status"] == "unreachable"
+
+
+def test_job_failure_after_roll_call_names_node_by_peer_address():
+    outs = _outputs(HOSTS, None, rc=1)
+    outs["node1"]["log_tail"] = ["RuntimeError: [gloo] Connection closed by peer [10.200.13.13]:45211"]
+    outs["node3"]["torchrun_rc"] = None
+    outs["node3"]["timed_out"] = True
+    outs["node3"]["error"] = "torchrun did not finish within 60s (killed)"
+    outs["node3"]["last_stages"] = {"2": "sweep:4096"}
+    report = sr.build_report("simc", HOSTS, _nodes(HOSTS), outs, "gloo")
+    _judge(report)
+    text = json.dumps(report["missing_nodes"])
+    assert "node3" in text and "sweep:4096" in text
+    assert "mention node3" in report["missing_nodes"][0]["reason"]
+
+
+def test_baseline_regression_names_metric_and_values():
+    good = sr.build_report("simc", HOSTS, _nodes(HOSTS), _outputs(HOSTS, _result(HOSTS, gbps=1.0)), "gloo")
+    _judge(good)
+    baseline = sr.make_baseline(good)
+    baseline["metrics"]["busbw_large_gbps"] *= 1.5
+    now = sr.build_report("simc", HOSTS, _nodes(HOSTS), _outputs(HOSTS, _result(HOSTS, gbps=1.0)), "gloo")
+    _judge(now, baseline=baseline, tolerance=0.10)
+    assert not now["verdict"]["passed"]
+    (reason,) = now["verdict"]["reasons"]
+    assert reason.startswith("baseline: busbw_large_gbps regressed:")
+    assert sr._fmt(now["sweep"]["busbw_large_gbps"], 3) in reason
+    assert sr._fmt(baseline["metrics"]["busbw_large_gbps"], 3) in reason
+    # Within tolerance passes.
+    ok = sr.build_report("simc", HOSTS, _nodes(HOSTS), _outputs(HOSTS, _result(HOSTS, gbps=0.95)), "gloo")
+    _judge(ok, baseline=sr.make_baseline(good), tolerance=0.10)
+    assert ok["verdict"]["passed"], ok["verdict"]["reasons"]
+    assert _status(ok)["baseline"] == "pass"
+
+
+def test_loss_that_does_not_fall_fails():
+    report = sr.build_report("simc", HOSTS, _nodes(HOSTS), _outputs(HOSTS, _result(HOSTS, loss=(2.3, 2.2))), "gloo")
+    _judge(report)
+    assert _status(report)["loss_decreased"] == "fail"
+    bad = _result(HOSTS)
+    bad["training"].update(nonfinite_values=3, params_in_sync=False, ranks_out_of_sync=1, max_param_diff=0.5)
+    report = sr.build_report("simc", HOSTS, _nodes(HOSTS), _outputs(HOSTS, bad), "gloo")
+    _judge(report)
+    assert _status(report)["finite_values"] == "fail" and _status(report)["params_in_sync"] == "fail"
+
+
+def test_wrong_allreduce_values_fail():
+    res = _result(HOSTS)
+    res["sweep"]["rows"][2]["wrong"] = 5
+    report = sr.build_report("simc", HOSTS, _nodes(HOSTS), _outputs(HOSTS, res), "gloo")
+    _judge(report)
+    assert _status(report)["allreduce_correct"] == "fail"
+
+
+# NCCL_DEBUG=INFO lines in the format NCCL 2.18 prints them (host:pid:tid [dev] NCCL INFO ...).
+NCCL_IB = """\
+gpu-a01:4001:4001 [0] NCCL INFO Bootstrap : Using eth0:10.10.0.11<0>
+gpu-a01:4001:4001 [0] NCCL INFO NCCL version 2.18.3+cuda12.2
+gpu-a01:4001:4120 [0] NCCL INFO NET/IB : Using [0]mlx5_0:1/IB [1]mlx5_1:1/IB [2]mlx5_2:1/IB ; OOB eth0:10.10.0.11<0>
+gpu-a01:4001:4120 [0] NCCL INFO Using network IB
+gpu-a01:4001:4120 [0] NCCL INFO Channel 00/0 : 0[0] -> 1[1] via P2P/IPC/read
+gpu-a01:4001:4120 [0] NCCL INFO Channel 00/0 : 7[7] -> 8[0] [send] via NET/IB/0/GDRDMA
+gpu-a01:4001:4120 [0] NCCL INFO Channel 01/0 : 8[0] -> 7[7] [receive] via NET/IB/0/GDRDMA
+gpu-a01:4001:4120 [0] NCCL INFO NVLS comm 0x55d5c8 headRank 0 nHeads 8 buffSize 1048576 memSize 2097152
+gpu-a01:4001:4120 [0] NCCL INFO comm 0x55d5c8 rank 0 nranks 16 cudaDev 0 nvmlDev 0 busId 1b000 commId 0x1 - Init COMPLETE
+"""
+NCCL_SOCKET = """\
+gpu-a02:5001:5001 [0] NCCL INFO NCCL version 2.18.3+cuda12.2
+gpu-a02:5001:5100 [0] NCCL WARN NET/IB : No device found.
+gpu-a02:5001:5100 [0] NCCL INFO NET/Socket : Using [0]eth0:10.10.0.12<0>
+gpu-a02:5001:5100 [0] NCCL INFO Using network Socket
+gpu-a02:5001:5100 [0] NCCL INFO Channel 00/0 : 8[0] -> 9[1] via SHM/direct/direct
+gpu-a02:5001:5100 [0] NCCL INFO Channel 00/0 : 15[7] -> 0[0] [send] via NET/Socket/0
+"""
+NCCL_ROCE = "x:1:1 [0] NCCL INFO NET/IB : Using [0]mlx5_0:1/RoCE [1]mlx5_1:1/RoCE ; OOB eth0:10.0.0.1<0>\n" \
+            "x:1:1 [0] NCCL INFO Channel 00/0 : 1[1] -> 2[0] [send] via NET/IB/0\n"
+
+
+def test_parse_nccl_debug_ib():
+    info = sr.parse_nccl_debug(NCCL_IB)
+    assert info["version"] == "2.18.3" and info["cuda"] == "12.2"
+    assert info["networks"] == ["IB"]
+    assert info["transports"] == ["NET/IB", "NVLS", "P2P"]
+    assert info["inter_node"] == "IB" and info["gdr"] is True
+    assert {d["device"] for d in info["ib_devices"]} == {"mlx5_0", "mlx5_1", "mlx5_2"}
+
+
+def test_parse_nccl_debug_socket_and_roce():
+    sock = sr.parse_nccl_debug(NCCL_SOCKET)
+    assert sock["inter_node"] == "Socket" and sock["transports"] == ["NET/Socket", "SHM"]
+    assert sock["warnings"] == ["NET/IB : No device found."]
+    assert sock["socket_devices"] == ["eth0"]
+    roce = sr.parse_nccl_debug(NCCL_ROCE)
+    assert roce["inter_node"] == "RoCE" and roce["gdr"] is False
+    both = sr.parse_nccl_debug(NCCL_IB + NCCL_SOCKET)
+    assert both["inter_node"] == "Socket"  # one node on TCP drags the whole ring
+
+
+def _nccl_report(lines_by_host, hosts=("n1", "n2")):
+    hosts = list(hosts)
+    res = _result(hosts, nproc=8, backend="nccl", gbps=400.0)
+    res["versions"]["nccl"] = "2.18.3"
+    return sr.build_report("gpuc", hosts, _nodes(hosts, nproc=8, gpus=8), _outputs(hosts, res, nccl_lines=lines_by_host), "nccl")
+
+
+def test_rdma_cluster_that_fell_back_to_sockets_fails():
+    report = _nccl_report({"n1": NCCL_IB.splitlines(), "n2": NCCL_SOCKET.splitlines()})
+    assert report["hardware_key"] == "h100-sxm5-80gb-x8-n2-nccl"
+    assert report["versions"]["driver"] == "535.183.01" and report["versions"]["nccl"] == "2.18.3"
+    _judge(report, expect_rdma=True)
+    st = _status(report)
+    assert st["nccl_transport"] == "fail"
+    assert "Socket on n2" in next(c["message"] for c in report["verdict"]["checks"] if c["name"] == "nccl_transport")
+    ok = _nccl_report({"n1": NCCL_IB.splitlines(), "n2": NCCL_IB.splitlines()})
+    _judge(ok, expect_rdma=True)
+    assert _status(ok)["nccl_transport"] == "pass"
+
+
+def test_busbw_thresholds_per_hardware():
+    assert sr.busbw_threshold("h100-sxm5-80gb", 8, 1, "nccl")[0] == 460.0
+    assert sr.busbw_threshold("h200", 8, 1, "nccl")[0] == 431.0
+    assert sr.busbw_threshold("h100-sxm5-80gb", 1, 1, "nccl")[0] is None  # one rank: busbw 0 by definition
+    assert sr.busbw_threshold("h100-sxm5-80gb", 8, 4, "nccl", rdma_gbps_per_node=3200)[0] == pytest.approx(300.0)
+    assert sr.busbw_threshold("h100-sxm5-80gb", 8, 1, "gloo")[0] is None
+    report = _nccl_report({"n1": NCCL_IB.splitlines(), "n2": NCCL_IB.splitlines()})
+    th = sr.resolve_thresholds(report, {}, rdma_gbps_per_node=3200)
+    assert th["min_busbw_gbps"]["value"] == pytest.approx(300.0)
+    assert sr.resolve_thresholds(report, {"min_busbw_gbps": 123})["min_busbw_gbps"]["value"] == 123.0
+
+
+def test_nccl_tests_log_becomes_a_check():
+    hosts = ["n1"]
+    res = _result(hosts, nproc=8, backend="nccl", gbps=300.0)
+    log = (FIXTURES / "nccl-tests" / "h100-1node-8gpu-nccl2.29.2-tests2.17.8-all-collectives.log").read_text()
+    report = sr.build_report("gpuc", hosts, _nodes(hosts, nproc=8, gpus=8), _outputs(hosts, res), "nccl",
+                             nccl_tests_logs={"n1": log})
+    _judge(report)
+    assert report["nccl_tests"]["n1"][0]["collective"] == "all_reduce"
+    assert _status(report)["nccl_tests"] == "pass"
+    # The single node's sweep at 300 GB/s algbw is below the H100 floor of 460 busbw.
+    assert _status(report)["busbw_gbps"] == "fail"
+
+
+def test_renderings():
+    good = sr.build_report("sim c", HOSTS, _nodes(HOSTS), _outputs(HOSTS, _result(HOSTS)), "gloo")
+    _judge(good)
+    base = sr.make_baseline(good)
+    report = sr.build_report("sim c", HOSTS, _nodes(HOSTS), _outputs(HOSTS, _result(HOSTS, gbps=0.5)), "gloo")
+    _judge(report, baseline=base)
+    junit = ET.fromstring(sr.render_junit(report))
+    cases = junit.findall(".//testcase")
+    assert len(cases) == len(report["verdict"]["checks"])
+    failed = [c.get("name") for c in cases if c.find("failure") is not None]
+    assert failed == ["baseline"]
+    assert junit.find("testsuite").get("failures") == "1"
+    svg = ET.fromstring(sr.render_svg(report, base))
+    polylines = svg.findall("{http://www.w3.org/2000/svg}polyline")
+    assert len(polylines) == 2 and len(polylines[0].get("points").split()) == 4
+    md = sr.render_markdown(report, "smoke_busbw.svg", base)
+    assert "FAILED" in md and "![busbw vs message size](smoke_busbw.svg)" in md and "**gloo**" in md
+    doc = json.loads(sr.render_json(report))
+    assert doc["verdict"]["passed"] is False and doc["backend"] == "gloo"
+
+
+def test_report_is_json_serialisable_without_result():
+    report = sr.build_report("x", ["a"], {}, {}, "gloo")
+    _judge(report)
+    assert not report["verdict"]["passed"]
+    json.loads(sr.render_json(report))
+    ET.fromstring(sr.render_svg(report))
+    assert copy.deepcopy(report)["missing_nodes"][0]["node"] == "a"

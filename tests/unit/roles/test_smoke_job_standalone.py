@@ -1,0 +1,181 @@
+"""Quick tier: the smoke job for real on this machine (gloo, CPU), no cluster needed.
+
+- torchrun --standalone with 2 processes: sweep + training, checked and turned into all reports;
+- two launchers on loopback (127.0.0.1 and 127.0.0.2) acting as two nodes: roll call, c10d
+  rendezvous on the first, one process each;
+- a node that never starts: the roll call fails within its timeout and names it.
+"""
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import pytest
+
+_REPO = Path(__file__).resolve().parents[3]
+sys.path.insert(0, str(_REPO / "collections"))
+
+from ansible_collections.gpufleet.cluster.plugins.module_utils import smoke_report as sr  # noqa: E402
+
+JOB = _REPO / "roles" / "smoke_test" / "files" / "gpufleet_smoke.py"
+BIN = Path(sys.executable).parent
+TORCHRUN = BIN / "torchrun"
+
+pytestmark = pytest.mark.torch
+
+try:
+    import torch  # noqa: F401
+    HAVE_TORCH = TORCHRUN.exists()
+except ImportError:  # pragma: no cover
+    HAVE_TORCH = False
+
+if not HAVE_TORCH:  # pragma: no cover
+    pytest.skip("torch and torchrun are not installed in this venv (pip install .[smoke])", allow_module_level=True)
+
+SMALL = ["--backend", "gloo", "--max-bytes", str(4 << 20), "--warmup", "1", "--iters", "3", "--steps", "60"]
+
+
+def _free_port(addr="127.0.0.1"):
+    with socket.socket() as s:
+        s.bind((addr, 0))
+        return s.getsockname()[1]
+
+
+def _env(**extra):
+    env = dict(os.environ, **extra)
+    env["PATH"] = "%s%s%s" % (BIN, os.pathsep, env.get("PATH", ""))
+    env["GLOO_SOCKET_IFNAME"] = "lo"
+    env["OMP_NUM_THREADS"] = "1"
+    return env
+
+
+def _run(cmd, timeout, **env):
+    """Run in its own session and kill the whole group on timeout (torchrun's workers too)."""
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=_env(**env),
+                            start_new_session=True)
+    try:
+        out, err = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        out, err = proc.communicate()
+        raise AssertionError("timed out: %s\n%s" % (cmd, err[-3000:]))
+    return proc.returncode, out, err
+
+
+def _check_result(res, world):
+    assert res["backend"] == "gloo" and res["device"] == "cpu" and res["world_size"] == world
+    rows = res["sweep"]["rows"]
+    assert [r["size_bytes"] for r in rows] == [8 << i for i in range(len(rows))]
+    assert rows[-1]["size_bytes"] == 4 << 20
+    for r in rows:
+        assert r["wrong"] == 0
+        assert r["algbw_gbps"] == pytest.approx(r["size_bytes"] / (r["time_us"] * 1e-6) / 1e9, rel=1e-9)
+        assert r["busbw_gbps"] == pytest.approx(r["algbw_gbps"] * 2 * (world - 1) / world, rel=1e-12)
+    t = res["training"]
+    assert t["loss_last"] < t["loss_first"] * 0.7, t
+    assert t["nonfinite_values"] == 0 and t["params_in_sync"] and t["max_param_diff"] == 0.0
+    assert t["global_batch"] == t["per_gpu_batch"] * world and t["samples_per_s"] > 0
+
+
+def test_standalone_two_processes_and_reports(tmp_path):
+    result_file = tmp_path / "result.json"
+    port = _free_port()
+    t0 = time.monotonic()
+    rc, out, err = _run([str(TORCHRUN), "--standalone", "--nproc-per-node", "2", "--rdzv-endpoint", "127.0.0.1:%d" % port,
+                         str(JOB), "job", "--result-file", str(result_file)] + SMALL, timeout=180,
+                         GPUFLEET_NODE_NAME="local")
+    assert rc == 0, err[-3000:]
+    res = json.loads(result_file.read_text())
+    _check_result(res, 2)
+    # Every rank reported its stages to stderr.
+    assert "GPUFLEET_STAGE rank=1 stage=done" in err and "GPUFLEET_STAGE rank=0 stage=done" in err
+    wall = time.monotonic() - t0
+
+    # The controller side on this very result: one "node" holding both ranks.
+    out_doc = {"node": "local", "rollcall": {"ok": True, "reached": [], "unreachable": [], "heard_from": [],
+                                             "not_heard_from": []},
+               "torchrun_rc": 0, "timed_out": False, "last_stages": {"0": "done", "1": "done"},
+               "nccl_lines": [], "log_tail": [], "result": res, "error": None}
+    nodes = {"local": {"address": "127.0.0.1", "nproc": 2, "gpu": {"status": "no_driver"},
+                       "probe": {"torch": res["versions"]["torch"], "cuda_device_count": 0}}}
+    report = sr.build_report("quick", ["local"], nodes, {"local": out_doc}, "gloo",
+                             hparams={"global_batch": 128, "lr": 0.05, "warnings": []})
+    sr.evaluate(report, sr.resolve_thresholds(report, {}))
+    assert report["verdict"]["passed"], report["verdict"]["reasons"]
+    assert report["sweep"]["bus_factor"] == 1.0
+    for row in report["sweep"]["rows"]:
+        assert row["busbw_gbps"] == row["algbw_gbps"] * 2 * (2 - 1) / 2
+    (tmp_path / "smoke.json").write_text(sr.render_json(report))
+    (tmp_path / "smoke.junit.xml").write_text(sr.render_junit(report))
+    (tmp_path / "smoke_busbw.svg").write_text(sr.render_svg(report))
+    (tmp_path / "smoke.md").write_text(sr.render_markdown(report))
+    junit = ET.parse(tmp_path / "smoke.junit.xml").getroot()
+    assert junit.find("testsuite").get("failures") == "0"
+    assert ET.parse(tmp_path / "smoke_busbw.svg").getroot().find("{http://www.w3.org/2000/svg}polyline") is not None
+    assert "PASSED" in (tmp_path / "smoke.md").read_text()
+    print("standalone 2-proc job: %.1f s wall, busbw at 4 MiB %.3f GB/s" % (wall, report["sweep"]["busbw_large_gbps"]))
+
+
+def _launcher(name, peers, work, run_id, rdzv_port, roll_port, join_timeout=30, timeout=120):
+    return [sys.executable, str(JOB), "node", "--node-name", name, "--peers", peers, "--nproc", "1",
+            "--torchrun", str(TORCHRUN), "--rdzv-port", str(rdzv_port), "--rollcall-port", str(roll_port),
+            "--run-id", run_id, "--join-timeout", str(join_timeout), "--timeout", str(timeout),
+            "--work-dir", str(work), "--"] + SMALL
+
+
+def test_two_nodes_on_loopback(tmp_path):
+    peers = "a=127.0.0.1,b=127.0.0.2"
+    rdzv, roll = _free_port(), _free_port()
+    procs = {}
+    for name in ("a", "b"):
+        procs[name] = subprocess.Popen(_launcher(name, peers, tmp_path / name, "t2n", rdzv, roll), stdout=subprocess.PIPE,
+                                       stderr=subprocess.PIPE, text=True, env=_env(), start_new_session=True)
+    outs = {}
+    try:
+        for name, proc in procs.items():
+            out, err = proc.communicate(timeout=240)
+            assert proc.returncode == 0, (name, out[-2000:], err[-2000:])
+            outs[name] = json.loads(out.strip().splitlines()[-1])
+    finally:
+        for proc in procs.values():
+            if proc.poll() is None:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
+    for name, doc in outs.items():
+        assert doc["rollcall"]["ok"] and doc["torchrun_rc"] == 0
+        assert doc["rollcall"]["reached"] == [{"a": "b", "b": "a"}[name]]
+    holders = [n for n, d in outs.items() if d["result"]]
+    assert len(holders) == 1
+    res = outs[holders[0]]["result"]
+    _check_result(res, 2)
+    assert sorted(res["nodes"]) == ["a", "b"]
+    nodes = {n: {"address": a, "nproc": 1, "gpu": {"status": "no_driver"}, "probe": {"torch": "x", "cuda_device_count": 0}}
+             for n, a in (("a", "127.0.0.1"), ("b", "127.0.0.2"))}
+    report = sr.build_report("loop", ["a", "b"], nodes, outs, "gloo")
+    sr.evaluate(report, sr.resolve_thresholds(report, {}))
+    assert report["verdict"]["passed"], report["verdict"]["reasons"]
+    assert report["nodes_joined"] == res["nodes"] and report["missing_nodes"] == []
+
+
+def test_node_that_never_starts_is_named_within_the_join_timeout(tmp_path):
+    peers = "a=127.0.0.1,b=127.0.0.2"
+    t0 = time.monotonic()
+    rc, out, err = _run(_launcher("a", peers, tmp_path / "a", "tmiss", _free_port(), _free_port(), join_timeout=4), timeout=60)
+    took = time.monotonic() - t0
+    assert rc == 3, err
+    doc = json.loads(out.strip().splitlines()[-1])
+    assert doc["rollcall"]["unreachable"] == ["b"] and doc["rollcall"]["not_heard_from"] == ["b"]
+    assert doc["torchrun_rc"] is None  # torchrun never started: nothing to hang
+    assert took < 4 + 5, took
+    nodes = {"a": {"address": "127.0.0.1", "nproc": 1, "gpu": {}, "probe": {}},
+             "b": {"address": "127.0.0.2", "nproc": 1, "gpu": {}, "probe": {}}}
+    report = sr.build_report("loop", ["a", "b"], nodes, {"a": doc, "b": None}, "gloo")
+    sr.evaluate(report, sr.resolve_thresholds(report, {}))
+    assert not report["verdict"]["passed"]
+    assert [m["node"] for m in report["missing_nodes"]] == ["b"]
+    assert "b:" in report["verdict"]["reasons"][0]
