@@ -103,6 +103,13 @@ def display(value):
     return str(value)
 
 
+def quoted(value):
+    """Text values quoted, numbers and unknown bare: 'NVIDIA H100 80GB HBM3', 8, unknown."""
+    if isinstance(value, str):
+        return "'%s'" % value
+    return display(value)
+
+
 def homogeneity(nodes, properties=None, allow_mixed=None):
     """Group every property's values across nodes (see module doc for the rules)."""
     if properties is None:
@@ -179,8 +186,8 @@ def outlier_findings(report, severity="fail"):
             basis = "%d of %d nodes" % (o["majority_count"], total)
         out.append(make_finding(
             "HOMOGENEITY_OUTLIER", severity, o["node"],
-            "%s: %s is %r, expected %r (%s)" % (
-                o["node"], o["property"], display(o["value"]), display(o["expected"]), basis),
+            "%s: %s is %s, expected %s (%s)" % (
+                o["node"], o["property"], quoted(o["value"]), quoted(o["expected"]), basis),
             REMEDIATION.get(o["property"],
                             "Make the node match the others, or list the property in preflight_allow_mixed."),
             value=o["value"], threshold=o["expected"]))

@@ -86,7 +86,7 @@ def test_unknown_values_are_their_own_group():
                       ["driver_version"])
     out = rep["properties"]["driver_version"]["outliers"]
     assert out == [{"node": "b", "value": None, "expected": "535.183.01"}]
-    assert outlier_findings(rep)[0]["message"] == "b: driver_version is 'unknown', expected '535.183.01' (2 of 3 nodes)"
+    assert outlier_findings(rep)[0]["message"] == "b: driver_version is unknown, expected '535.183.01' (2 of 3 nodes)"
 
 
 @pytest.mark.parametrize("order", [["a", "b"], ["b", "a"]])
