@@ -24,7 +24,7 @@ options:
     type: dict
     required: true
   topology:
-    description: The gpu_info C(topology) (parse_nvidia_smi_topo result) for GPU-affinity order.
+    description: The gpu_info C(topology) (the parse_nvidia_smi_topo result), for GPU-affinity order.
     type: dict
   socket_ifname:
     description: Interface for NCCL bootstrap and socket traffic (the default-route interface).
@@ -35,8 +35,8 @@ options:
     elements: dict
   gid_tables:
     description:
-      - RoCE GID tables, C({"mlx5_0:1": [{index, gid, type}]}), or the tab-separated lines
-        C(ca:port index gid type) the nccl_config role reads from sysfs.
+      - "RoCE GID tables, C({mlx5_0:1: [{index, gid, type}]}), or the tab-separated lines
+        C(ca:port index gid type) the nccl_config role reads from sysfs."
     type: raw
   overrides:
     description: Operator NCCL values; they replace derived ones, null removes a key.
@@ -59,7 +59,7 @@ EXAMPLES = r"""
 
 RETURN = r"""
 _value:
-  description: C({env, transport (ib|roce|mixed|socket), hcas, excluded, warnings, gid_index_source, gpu_hca_pairs}).
+  description: "C({env, transport (ib|roce|mixed|socket), hcas, excluded, warnings, gid_index_source, gpu_hca_pairs})."
   type: dict
 """
 

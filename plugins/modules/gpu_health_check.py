@@ -11,7 +11,7 @@ module: gpu_health_check
 short_description: Evaluate GPU-node health from gathered facts and return findings
 version_added: "0.1.0"
 description:
-  - Pure evaluation that runs no command of its own: takes the results of
+  - Pure evaluation that runs no command of its own. It takes the results of
     M(gpufleet.cluster.gpu_info), M(gpufleet.cluster.rdma_info), M(gpufleet.cluster.host_info)
     and the kernel log text, and returns findings in the collection's one shape
     C({code, severity, node, gpu_index, gpu_bus_id, value, threshold, message, remediation}).

@@ -372,3 +372,32 @@ def test_unreadable_kernel_log_warns_instead_of_passing_silently():
     f = health.evaluate_node("n", kernel_log=None, kernel_log_error="dmesg: Operation not permitted")
     assert [(x["code"], x["severity"]) for x in f] == [("KERNEL_LOG_UNREADABLE", "warn")]
     assert health.evaluate_node("n", kernel_log=None) == []
+
+
+# --- the module wrapper --------------------------------------------------------------------
+
+
+def _run_module(capsys, args):
+    from ansible.module_utils.testing import patch_module_args
+    from ansible_collections.gpufleet.cluster.plugins.modules import gpu_health_check
+
+    with patch_module_args(args):
+        with pytest.raises(SystemExit):
+            gpu_health_check.main()
+    return json.loads(capsys.readouterr().out)
+
+
+def test_module_returns_findings_and_remediation_candidates(capsys):
+    facts = cluster()["node1"]
+    facts["gpu_info"]["gpus"][1]["ecc_mode"] = {"current": "disabled", "pending": "disabled"}
+    facts["gpu_info"]["gpus"][2]["persistence_mode"] = False
+    out = _run_module(capsys, dict(node="node1", thresholds={"throttle_warn_reasons": []}, **facts))
+    assert out["changed"] is False and out["status"] == "fail"
+    assert out["ecc_enable_gpus"] == [1] and out["persistence_enable_gpus"] == [2]
+    assert [f["code"] for f in out["findings"]] == ["ECC_MODE_DISABLED", "PERSISTENCE_MODE_OFF"]
+    assert out["lines"] == [format_finding(f) for f in out["findings"]]
+
+
+def test_module_rejects_unknown_threshold_keys(capsys):
+    out = _run_module(capsys, {"node": "n", "thresholds": {"ecc_corectable_max": 1}})
+    assert out["failed"] and "ecc_corectable_max" in out["msg"]
