@@ -284,6 +284,7 @@ def build_report(cluster, expected, nodes, outputs, backend, hparams=None, confi
     node_rows = []
     all_nccl_lines = []
     views = {}
+    views_after = {}
     for host in expected:
         info = nodes.get(host)
         out = outputs.get(host)
@@ -311,6 +312,7 @@ def build_report(cluster, expected, nodes, outputs, backend, hparams=None, confi
             row["log_tail"] = (out or {}).get("log_tail") or []
         else:
             views[host] = out.get("rollcall")
+            views_after[host] = out.get("rollcall_after")
             row["rc"] = out.get("torchrun_rc")
             row["timed_out"] = bool(out.get("timed_out"))
             row["error"] = out.get("error")
@@ -345,6 +347,11 @@ def build_report(cluster, expected, nodes, outputs, backend, hparams=None, confi
             if row["status"] in ("unreachable", "no_output") and row["name"] not in named:
                 missing.append({"node": row["name"], "reason": row["error"]})
                 named.add(row["name"])
+        if not missing and any(views_after.values()):
+            # The roll call passed but the job failed: the one repeated after the failure shows
+            # which node fell off mid-run.
+            for m in diagnose_rollcall(expected, views_after):
+                missing.append({"node": m["node"], "reason": "dropped during the job: " + m["reason"]})
         if not missing:
             # Roll call passed but the job failed: name nodes by their own failure, then by the
             # peer addresses their errors mention.

@@ -42,9 +42,37 @@ def _stage(rank, stage):
 # probe
 
 
-def cmd_probe(_args):
+def _probe_light(out):
+    """Torch's version without importing torch (seconds on a loaded CPU node): read torch/version.py."""
+    import importlib.util  # pylint: disable=import-outside-toplevel
+    spec = importlib.util.find_spec("torch")
+    if spec is None or not spec.origin:
+        out["error"] = "ModuleNotFoundError: No module named 'torch'"
+        return out
+    path = os.path.join(os.path.dirname(spec.origin), "version.py")
+    try:
+        with open(path, "r", encoding="utf-8") as fh:
+            text = fh.read()
+    except OSError as exc:
+        out["error"] = "cannot read %s: %s" % (path, exc)
+        return out
+    for line in text.splitlines():
+        key, _, value = line.partition("=")
+        key, value = key.strip().split(":")[0].strip(), value.strip().strip("'\"")
+        if key == "__version__":
+            out["torch"] = value
+        elif key == "cuda":
+            out["torch_cuda"] = None if value in ("None", "") else value
+    out["light"] = True
+    return out
+
+
+def cmd_probe(args):
     out = {"python": sys.version.split()[0], "torch": None, "torch_cuda": None, "cuda_available": False,
            "cuda_device_count": 0, "nccl": None, "gloo": False, "devices": [], "error": None}
+    if args.light:
+        print(json.dumps(_probe_light(out)))
+        return 0
     try:
         import torch  # noqa: F401  pylint: disable=import-outside-toplevel
         import torch.distributed as dist  # pylint: disable=import-outside-toplevel
@@ -179,6 +207,22 @@ def rollcall(me, peers, port, timeout):
     return view
 
 
+def interface_for(address):
+    """Name of the interface that holds ``address`` (gloo binds there), or None."""
+    import fcntl  # pylint: disable=import-outside-toplevel
+    import struct  # pylint: disable=import-outside-toplevel
+    for _, name in socket.if_nameindex():
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
+            try:
+                packed = fcntl.ioctl(sock.fileno(), 0x8915,  # SIOCGIFADDR
+                                     struct.pack("256s", name[:15].encode()))
+            except OSError:
+                continue
+        if socket.inet_ntoa(packed[20:24]) == address:
+            return name
+    return None
+
+
 def _tail(lines, n):
     return lines[-n:] if len(lines) > n else lines
 
@@ -232,6 +276,11 @@ def cmd_node(args):
            os.path.abspath(__file__), "job",
            "--result-file", result_file] + list(args.job_args)
     env = dict(os.environ)
+    if not env.get("GLOO_SOCKET_IFNAME"):
+        iface = interface_for(out["address"])
+        if iface:
+            env["GLOO_SOCKET_IFNAME"] = iface
+    out["gloo_socket_ifname"] = env.get("GLOO_SOCKET_IFNAME")
     env["GPUFLEET_NODE_NAME"] = args.node_name
     env["GPUFLEET_NODE_ADDR"] = out["address"]
     env.setdefault("PYTHONUNBUFFERED", "1")
@@ -274,6 +323,11 @@ def cmd_node(args):
     if os.path.exists(result_file):
         with open(result_file, "r", encoding="utf-8") as fh:
             out["result"] = json.load(fh)
+    failed = out["timed_out"] or out["torchrun_rc"] != 0
+    if failed and len(peers) > 1 and not out["result"]:
+        # Who is still reachable now? A node cut off mid-run shows up here, not in the first roll call.
+        out["stage"] = "rollcall_after"
+        out["rollcall_after"] = rollcall(args.node_name, peers, args.rollcall_port, min(10.0, args.join_timeout))
     out["stage"] = "done"
     out["finished_at"] = time.time()
     if out["timed_out"]:
@@ -527,7 +581,8 @@ def _job_parser(parser):
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="mode", required=True)
-    sub.add_parser("probe")
+    probe = sub.add_parser("probe")
+    probe.add_argument("--light", action="store_true", help="no torch import: version only, no GPU count")
     node = sub.add_parser("node")
     node.add_argument("--node-name", required=True)
     node.add_argument("--peers", required=True, help="name=address,... ; the first one hosts the rendezvous")

@@ -306,3 +306,16 @@ def test_report_is_json_serialisable_without_result():
     json.loads(sr.render_json(report))
     ET.fromstring(sr.render_svg(report))
     assert copy.deepcopy(report)["missing_nodes"][0]["node"] == "a"
+
+
+def test_node_dropped_mid_run_is_named_from_the_second_roll_call():
+    outs = _outputs(HOSTS, None, rc=1)
+    outs["node3"]["torchrun_rc"] = None
+    outs["node3"]["timed_out"] = True
+    outs["node1"]["rollcall_after"] = _view("node1", ["node2", "node3"], reached=["node2"], heard=["node2"])
+    outs["node2"]["rollcall_after"] = _view("node2", ["node1", "node3"], reached=["node1"], heard=["node1"])
+    outs["node3"]["rollcall_after"] = _view("node3", ["node1", "node2"], reached=[], heard=[])
+    report = sr.build_report("simc", HOSTS, _nodes(HOSTS), outs, "gloo")
+    _judge(report)
+    assert [m["node"] for m in report["missing_nodes"]] == ["node3"]
+    assert report["missing_nodes"][0]["reason"].startswith("dropped during the job: cut off")
