@@ -1,20 +1,24 @@
-"""Print what torch reports about itself as one JSON line (run inside the venv)."""
+"""Print, as one JSON line, which torch packages the venv holds and what torch reports (run inside the venv)."""
 import json
+import sys
+from importlib import metadata
 
-import torch
+info = {"packages": {}, "version": None, "cuda": None, "cuda_available": False, "device_count": 0, "nccl": None}
+for name in ("torch", "torchvision", "torchaudio"):
+    try:
+        info["packages"][name] = metadata.version(name)
+    except metadata.PackageNotFoundError:
+        info["packages"][name] = None
+if "--import" in sys.argv and info["packages"]["torch"]:
+    try:
+        import torch
 
-info = {
-    "version": torch.__version__,
-    "cuda": torch.version.cuda,
-    "cuda_available": False,
-    "device_count": 0,
-    "nccl": None,
-}
-try:
-    info["cuda_available"] = bool(torch.cuda.is_available())
-    if info["cuda_available"]:
-        info["device_count"] = torch.cuda.device_count()
-        info["nccl"] = ".".join(str(part) for part in torch.cuda.nccl.version())
-except Exception as exc:  # a broken driver shows here, not as a crash of the probe
-    info["error"] = "%s: %s" % (type(exc).__name__, exc)
+        info["version"] = torch.__version__
+        info["cuda"] = torch.version.cuda
+        info["cuda_available"] = bool(torch.cuda.is_available())
+        if info["cuda_available"]:
+            info["device_count"] = torch.cuda.device_count()
+            info["nccl"] = ".".join(str(part) for part in torch.cuda.nccl.version())
+    except Exception as exc:  # a broken wheel or driver is a finding, not a crash of the probe
+        info["error"] = "%s: %s" % (type(exc).__name__, exc)
 print(json.dumps(info))
