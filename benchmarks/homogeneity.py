@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 """Time the preflight's cluster half over 10,000 nodes' facts; exit 1 above the budget.
 
 Facts come from the real captures (8x H100 `nvidia-smi -q`, ibstat of an 8x CX-7 node, the

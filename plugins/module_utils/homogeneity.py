@@ -250,7 +250,7 @@ def _cell(value):
 
 
 def markdown_table(headers, rows):
-    lines = ["| " + " | ".join(headers) + " |", "|" + "|".join("---" for _ in headers) + "|"]
+    lines = ["| " + " | ".join(headers) + " |", "|" + "---|" * len(headers)]
     for row in rows:
         lines.append("| " + " | ".join(_cell(c) for c in row) + " |")
     return "\n".join(lines)

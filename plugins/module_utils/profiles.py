@@ -137,7 +137,7 @@ def os_key(os_id, version_id):
         return "ubuntu" + version
     if os_id in _RHEL_CLONES:
         os_id = "rhel"
-    return os_id + version.split(".")[0]
+    return os_id + version.split(".", maxsplit=1)[0]
 
 
 @functools.lru_cache(maxsize=256)
@@ -630,7 +630,8 @@ def check_node(node, summary, profile, cluster_size=1, supported_os=None, module
                 "%s: ecc is unsupported on %s (%s), expected enabled (profile %s, ecc %s)"
                 % (node, scope, ", ".join(names), pname, ecc),
                 value="unsupported", threshold="enabled", gpu_index=idx, gpu_bus_id=bus,
-                remediation="Consumer GPUs have no ECC memory: silent bit flips corrupt long runs. Use data-centre GPUs or a profile that does not require ECC."))
+                remediation="Consumer GPUs have no ECC memory: silent bit flips corrupt long runs. "
+                            "Use data-centre GPUs or a profile that does not require ECC."))
         disabled = [g for g in gpus if g not in unsupported and g.get("ecc_current") is False]
         if disabled:
             pending = all(g.get("ecc_pending") for g in disabled)
