@@ -14,7 +14,8 @@ expected of them.
 Rules (stable; the report and the tests rely on them):
 
 * A value is compared as-is after freezing (lists -> tuples, dicts -> sorted
-  item tuples); ``1`` and ``"1"`` are different values.
+  item tuples), together with its type: ``1``, ``1.0``, ``True`` and ``"1"`` are
+  four different values.
 * ``None`` (the fact could not be read, e.g. no driver yet) is a group of its
   own, shown as ``unknown``. It counts like any other value: on a bare cluster
   every node has driver ``unknown`` and that is homogeneous; one node that
