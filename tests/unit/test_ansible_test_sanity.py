@@ -31,5 +31,9 @@ def test_ansible_test_sanity_passes():
     assert prepared.returncode == 0, prepared.stdout[-3000:]
 
     result = _run(timeout=1500)
-    findings = [line for line in result.stdout.splitlines() if line.startswith(("ERROR:", "FATAL:"))]
-    assert result.returncode == 0, "ansible-test sanity failed:\n" + "\n".join(findings or [result.stdout[-5000:]])
+    if result.returncode != 0:
+        # The findings (file:line:col: code: message) and the failed tests' names; the whole output
+        # if ansible-test died before it could report any.
+        findings = [line for line in result.stdout.splitlines() if line.startswith(("ERROR:", "FATAL:", "[ERROR]"))]
+        pytest.fail(f"ansible-test sanity failed (rc {result.returncode}):\n"
+                    + "\n".join(findings or [result.stdout[-5000:]]), pytrace=False)
