@@ -109,7 +109,7 @@ def test_standalone_two_processes_and_reports(tmp_path):
     assert report["verdict"]["passed"], report["verdict"]["reasons"]
     assert report["sweep"]["bus_factor"] == 1.0
     for row in report["sweep"]["rows"]:
-        assert row["busbw_gbps"] == row["algbw_gbps"] * 2 * (2 - 1) / 2
+        assert row["busbw_gbps"] == row["algbw_gbps"] * (2 * (2 - 1) / 2)
     (tmp_path / "smoke.json").write_text(sr.render_json(report))
     (tmp_path / "smoke.junit.xml").write_text(sr.render_junit(report))
     (tmp_path / "smoke_busbw.svg").write_text(sr.render_svg(report))

@@ -89,7 +89,7 @@ def test_three_node_gloo_run_passes_and_busbw_matches_formula():
     assert report["backend"] == "gloo" and report["nccl"] is None and report["transports"] == ["gloo/TCP"]
     assert report["world_size"] == 3 and report["hardware_key"] == "cpu-x1-n3-gloo"
     for row in report["sweep"]["rows"]:
-        assert row["busbw_gbps"] == row["algbw_gbps"] * 2 * (3 - 1) / 3
+        assert row["busbw_gbps"] == row["algbw_gbps"] * (2 * (3 - 1) / 3)
         assert row["algbw_gbps"] == pytest.approx(row["size_bytes"] / (row["time_us"] * 1e-6) / 1e9, rel=1e-12)
     st = _status(report)
     assert st["busbw_gbps"] == "skip" and "not applicable on gloo" in report["verdict"]["checks"][4]["message"]

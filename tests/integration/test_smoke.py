@@ -1,0 +1,117 @@
+"""The smoke job across simulated nodes: gloo over the bridge, every report, a cut link, a baseline.
+
+One 3-node cluster with torch preinstalled serves every scenario (bring-up is the slow part):
+2 nodes via --limit, 3 nodes storing a baseline, a baseline that is better than the cluster, and
+node3's link cut before the run.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import pytest
+
+from conftest import bring_up, free_subnet, sim_skip_reason, tear_down
+
+REPO = Path(__file__).resolve().parents[2]
+PLAYBOOK = REPO / "playbooks" / "smoke_test.yml"
+
+pytestmark = [pytest.mark.sim, pytest.mark.slow]
+
+
+@pytest.fixture(scope="module")
+def smoke_cluster():
+
+    reason = sim_skip_reason()
+    if reason:
+        pytest.skip(reason)
+    name = "smoketest"
+    try:
+        yield bring_up(name, free_subnet(), 3, preinstall=["torch"])
+    finally:
+        tear_down(name)
+
+
+def _run(cluster, tmp: Path, *args: str):
+    reports = tmp / "reports"
+    t0 = time.monotonic()
+    proc = cluster.playbook(PLAYBOOK, "-e", f"gpufleet_report_dir={reports}", *args, timeout=600)
+    took = time.monotonic() - t0
+    doc = json.loads((reports / "smoke.json").read_text()) if (reports / "smoke.json").exists() else None
+    return proc, took, doc, reports
+
+
+def _assert_reports(reports: Path, doc: dict, n: int):
+    assert doc["backend"] == "gloo" and doc["device"] == "cpu" and doc["nccl"] is None
+    assert doc["world_size"] == n and doc["nnodes"] == n
+    rows = doc["sweep"]["rows"]
+    assert rows[0]["size_bytes"] == 8 and rows[-1]["size_bytes"] == 64 * 1024 * 1024
+    for row in rows:
+        assert row["wrong"] == 0
+        assert row["busbw_gbps"] == row["algbw_gbps"] * (2 * (n - 1) / n)
+        assert row["algbw_gbps"] == pytest.approx(row["size_bytes"] / (row["time_us"] * 1e-6) / 1e9, rel=1e-12)
+    t = doc["training"]
+    assert t["loss_last"] < t["loss_first"] and t["params_in_sync"] and t["nonfinite_values"] == 0
+    junit = ET.parse(reports / "smoke.junit.xml").getroot()
+    assert {c.get("name") for c in junit.iter("testcase")} >= {"nodes_joined", "loss_decreased", "params_in_sync"}
+    svg = ET.parse(reports / "smoke_busbw.svg").getroot()
+    assert svg.find("{http://www.w3.org/2000/svg}polyline") is not None
+    assert "**gloo**" in (reports / "smoke.md").read_text()
+
+
+def test_two_nodes_selected_with_limit(smoke_cluster, tmp_path):
+    proc, took, doc, reports = _run(smoke_cluster, tmp_path, "--limit", "node1,node2")
+    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
+    assert doc["verdict"]["passed"], doc["verdict"]["reasons"]
+    assert doc["hosts_expected"] == ["node1", "node2"] and sorted(doc["nodes_joined"]) == ["node1", "node2"]
+    _assert_reports(reports, doc, 2)
+
+
+def test_three_nodes_pass_store_baseline_then_regress(smoke_cluster, tmp_path):
+    proc, took, doc, reports = _run(smoke_cluster, tmp_path, "-e", "smoke_test_store_baseline=true")
+    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
+    assert took < 120, took
+    assert doc["verdict"]["passed"], doc["verdict"]["reasons"]
+    assert sorted(doc["nodes_joined"]) == ["node1", "node2", "node3"]
+    _assert_reports(reports, doc, 3)
+    baseline_file = Path(doc["baseline"]["file"])
+    assert doc["baseline"]["stored"] and baseline_file.exists()
+    assert baseline_file.name == "smoke-smoketest--cpu-x1-n3-gloo.json"
+
+    # A baseline from a faster day: the next run must fail as a regression, naming the metric and both values.
+    base = json.loads(baseline_file.read_text())
+    base["metrics"]["busbw_large_gbps"] = doc["sweep"]["busbw_large_gbps"] * 3
+    baseline_file.write_text(json.dumps(base))
+    proc, took, doc2, reports = _run(smoke_cluster, tmp_path)
+    assert proc.returncode != 0
+    assert not doc2["verdict"]["passed"]
+    (reason,) = [r for r in doc2["verdict"]["reasons"] if r.startswith("baseline:")]
+    assert "busbw_large_gbps regressed" in reason
+    assert "%.3f" % base["metrics"]["busbw_large_gbps"] in reason
+    assert "%.3f" % doc2["sweep"]["busbw_large_gbps"] in reason
+    assert "busbw_large_gbps regressed" in proc.stdout
+    svg = ET.parse(reports / "smoke_busbw.svg").getroot()
+    assert len(svg.findall("{http://www.w3.org/2000/svg}polyline")) == 2  # this run and the baseline
+
+
+def test_cut_link_fails_within_the_timeout_naming_the_node(smoke_cluster, tmp_path):
+    smoke_cluster.fault("node3", "link-cut")
+    try:
+        proc, took, doc, reports = _run(smoke_cluster, tmp_path, "-e", "smoke_test_join_timeout=20")
+    finally:
+        smoke_cluster.clear("node3", "link-cut")
+    assert proc.returncode != 0
+    assert doc is not None and not doc["verdict"]["passed"]
+    assert [m["node"] for m in doc["missing_nodes"]] == ["node3"]
+    assert doc["verdict"]["reasons"][0].startswith("nodes_joined: node3: cut off")
+    assert "node3: cut off" in proc.stdout
+    # The roll call is the only wait: it ends with the join timeout on every node.
+    rollcall = [n for n in doc["nodes"]]
+    assert all(n["status"] == "rollcall_failed" for n in rollcall)
+    assert took < 20 + 60, took  # the join timeout plus Ansible's own minute of setup on a loaded host
+    junit = ET.parse(reports / "smoke.junit.xml").getroot()
+    failed = {c.get("name") for c in junit.iter("testcase") if c.find("failure") is not None}
+    assert "nodes_joined" in failed
