@@ -215,7 +215,20 @@ def inventory_data(state: dict) -> dict:
         "ansible_python_interpreter": "/usr/bin/python3",
         "gpufleet_sim": True,
         "gpufleet_cluster_name": state["name"],
-        "gpufleet_profile": "training",
+        # The GPU side of the built-in training profile applies as it is; the host side cannot:
+        # the nodes are containers on a 2-core machine with a veth, no NVMe, and no InfiniBand
+        # sysfs before the rdma role installs ibstat.
+        "gpufleet_profile": "sim-training",
+        "gpufleet_custom_profiles": {
+            "sim-training": {
+                "extends": "training",
+                "require_nvme": False,
+                "min_nic_gbps": None,
+                "min_ram_per_vram": None,
+                "min_cpu_cores_per_gpu": None,
+                "require_rdma_multinode": False,
+            }
+        },
         "gpufleet_stack_request": {"cuda": "12.2", "torch": "2.1.2"},
         "gpufleet_cuda_repo_url": repo_url,
         "gpufleet_cuda_repo_key_url": f"{repo_url}/debian12/x86_64/{repo.key_short_id(state['fingerprint'])}.pub",
