@@ -76,6 +76,9 @@ def cluster(sim_cluster_factory):
 
 
 def test_health_finds_each_fault_on_its_node_and_healthy_nodes_pass(cluster, tmp_path):
+    # the fabric stage installs infiniband-diags (ibstat) as validate expects it to have
+    proc = cluster.playbook(REPO / "playbooks" / "fabric.yml")
+    assert proc.returncode == 0, proc.stdout[-4000:]
     # baseline: nobody fails, every node finishes
     proc, report = health(cluster, tmp_path / "r0")
     assert proc.returncode == 0, proc.stdout[-3000:]
@@ -103,7 +106,7 @@ def test_health_finds_each_fault_on_its_node_and_healthy_nodes_pass(cluster, tmp
             for node in faults:
                 cluster.clear(node)
         rc = recap(proc)
-        assert proc.returncode != 0
+        assert proc.returncode != 0, proc.stdout[-6000:]
         assert sorted(report["nodes_failed"]) == sorted(expect), report["lines"]
         for node in cluster.nodes:
             if node in expect:
