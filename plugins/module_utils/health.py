@@ -358,8 +358,8 @@ def check_gpus(node, gpu_info, options=None):
             "No NVIDIA GPU on the PCI bus of a host in the GPU group",
             "Check the inventory group, BIOS (above-4G decoding) and that the GPUs are seated",
             value=0, threshold=">= 1"))
-    if pci_count is not None and driver_count < pci_count and status not in ("no_driver",
-                                                                              "driver_error"):
+    driver_broken = status in ("no_driver", "driver_error")
+    if pci_count is not None and driver_count < pci_count and not driver_broken:
         missing = list(gpu_info.get("missing_from_driver") or [])
         if not missing:
             seen = {normalize_bus_id(g.get("pci_bus_id")) for g in gpus}
@@ -550,8 +550,8 @@ def check_xids(node, kernel_log, gpus=None, options=None, kernel_log_error=None)
         severity = "warn" if xid in warn else "fail"
         out.append(make_finding(
             "XID_ERRORS", severity, node,
-            "Xid %d on %s x%d since boot: %s" % (xid, gpu.get("pci_bus_id") or bus, len(events),
-                                                  events[-1]["detail"][:160]),
+            "Xid %d on %s x%d since boot: %s" % (
+                xid, gpu.get("pci_bus_id") or bus, len(events), events[-1]["detail"][:160]),
             "Look the Xid up in NVIDIA's Xid catalogue; %s" % (
                 "usually an application fault, watch for repeats" if severity == "warn"
                 else "drain the node, reset the GPU or reboot, RMA if it repeats"),

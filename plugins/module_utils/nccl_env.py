@@ -127,7 +127,7 @@ def affinity_order(hcas, affinity):
                    for hca, tok in affinity[gpu].items() if hca in remaining]
         if not options:
             continue
-        _, _, hca, tok = min(options)
+        hca, tok = min(options)[2:]
         if DISTANCE[tok] >= DISTANCE["SYS"]:
             continue  # no local HCA for this GPU; don't claim one
         remaining.remove(hca)
@@ -251,7 +251,7 @@ def derive_nccl_env(rdma_info=None, topology=None, socket_ifname=None, nics=None
         if rdma_info.get("peermem_loaded"):
             level = gdr_level
             if not level:
-                worst = max([DISTANCE[t] for _, _, t in pairs] or [DISTANCE[GDR_LEVEL_CAP]])
+                worst = max([DISTANCE[pair[2]] for pair in pairs] or [DISTANCE[GDR_LEVEL_CAP]])
                 worst = min(worst, DISTANCE[GDR_LEVEL_CAP])
                 level = [k for k, v in DISTANCE.items() if v == max(worst, DISTANCE["PIX"])][0]
             env["NCCL_NET_GDR_LEVEL"] = level

@@ -52,7 +52,7 @@ attributes:
     support: none
     description: Nothing changes.
 author:
-  - gpufleet engineers
+  - gpufleet engineers (@gpufleet)
 """
 
 EXAMPLES = r"""
