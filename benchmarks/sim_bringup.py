@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 """Bring-up times of the simulated cluster, and repeated up/down cycles that must leave nothing.
 
     sudo .venv/bin/python benchmarks/sim_bringup.py [--nodes 3] [--cycles 10] [--cold] [--subnet 10.200.10.0/24]
@@ -32,14 +31,14 @@ STEP_TIMEOUT = 600   # a hung step fails the run instead of hanging it
 
 def leftovers(name: str) -> list[str]:
     found = []
-    netns = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
+    netns = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True, check=False).stdout
     found += [f"netns {l.split()[0]}" for l in netns.splitlines() if l.startswith(simnet.netns_prefix(name))]
-    links = subprocess.run(["ip", "-o", "link", "show"], capture_output=True, text=True).stdout
+    links = subprocess.run(["ip", "-o", "link", "show"], capture_output=True, text=True, check=False).stdout
     found += [f"link {l.split(':')[1].strip()}" for l in links.splitlines() if simnet.short_id(name) in l.split(":")[1]]
     sdir = str(simlib.state_dir(name))
-    mounts = subprocess.run(["findmnt", "-rn", "-o", "TARGET"], capture_output=True, text=True).stdout
+    mounts = subprocess.run(["findmnt", "-rn", "-o", "TARGET"], capture_output=True, text=True, check=False).stdout
     found += [f"mount {m}" for m in mounts.split() if m.startswith(sdir)]
-    ps = subprocess.run(["ps", "-eo", "pid,stat,args"], capture_output=True, text=True).stdout
+    ps = subprocess.run(["ps", "-eo", "pid,stat,args"], capture_output=True, text=True, check=False).stdout
     found += [f"process {l.strip()}" for l in ps.splitlines() if sdir in l and " Z" not in l]
     if Path(sdir).exists():
         found.append(f"state dir {sdir}")
@@ -48,7 +47,7 @@ def leftovers(name: str) -> list[str]:
 
 def cli(*args: str, env=None) -> subprocess.CompletedProcess:
     proc = subprocess.run([sys.executable, str(SIMCLUSTER), *args], capture_output=True, text=True,
-                          timeout=STEP_TIMEOUT, env=env)
+                          timeout=STEP_TIMEOUT, env=env, check=False)
     if proc.returncode != 0:
         raise RuntimeError(f"simcluster {' '.join(args)} failed:\n{proc.stdout}\n{proc.stderr[-3000:]}")
     return proc

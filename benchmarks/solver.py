@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 """Time the stack solver on a 10,000-node request and exit non-zero above the budget.
 
 The request holds 10,000 gpu_info-like results (8 GPUs each, 80,000 GPU dicts),
@@ -50,7 +49,7 @@ def main(argv=None):
                "cuda": "12.2", "torch": "2.1.2", "os": "ubuntu22.04", "arch": "x86_64"}
     times = []
     plan = None
-    for _ in range(max(1, args.repeat)):
+    for _repeat in range(max(1, args.repeat)):
         t0 = time.perf_counter()
         plan = solve(request)
         times.append(time.perf_counter() - t0)

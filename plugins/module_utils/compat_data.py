@@ -44,8 +44,8 @@ CUDA_TOOLKITS = {
         "driver_min": "515.43.04",
         "driver_min_minor_compat": "450.80.02",
         "nccl": "2.14.3-1+cuda11.7",
-        "source": _T3 + "; 11.7.0 installer cuda_11.7.0_515.43.04_linux.run; " + _MVC
-                  + "; nccl: " + _NCCL_SRC + " (2.14.3 is also the NCCL PyTorch's cu117 builds use)",
+        "source": (_T3 + "; 11.7.0 installer cuda_11.7.0_515.43.04_linux.run; " + _MVC
+                   + "; nccl: " + _NCCL_SRC + " (2.14.3 is also the NCCL PyTorch's cu117 builds use)"),
     },
     "11.8": {
         "full_version": "11.8.0",
@@ -136,8 +136,8 @@ DRIVER_BRANCHES = {
         "recommended": "525.147.05",
         "max_cuda": "12.0",
         "eol": True,
-        "source": _KEYLASE + "; max_cuda: nvidia-smi 525.x prints CUDA 12.0 (fixtures); "
-                  "end of life: docs.nvidia.com/datacenter/tesla/drivers/supported-drivers-and-cuda-toolkit-versions.html",
+        "source": (_KEYLASE + "; max_cuda: nvidia-smi 525.x prints CUDA 12.0 (fixtures); "
+                   "end of life: docs.nvidia.com/datacenter/tesla/drivers/supported-drivers-and-cuda-toolkit-versions.html"),
     },
     "530": {
         "versions": ["530.30.02", "530.41.03"],
@@ -155,9 +155,9 @@ DRIVER_BRANCHES = {
         "recommended": "535.216.03",
         "max_cuda": "12.2",
         "type": "LTSB",
-        "source": _KEYLASE + "; LTSB, max CUDA 12.x: docs.nvidia.com/datacenter/tesla/drivers/"
-                  "supported-drivers-and-cuda-toolkit-versions.html; 535.216.03 with Fabric Manager 535.216.03: "
-                  "NVIDIA data-center driver release notes",
+        "source": (_KEYLASE + "; LTSB, max CUDA 12.x: docs.nvidia.com/datacenter/tesla/drivers/"
+                   "supported-drivers-and-cuda-toolkit-versions.html; 535.216.03 with Fabric Manager 535.216.03: "
+                   "NVIDIA data-center driver release notes"),
     },
 }
 

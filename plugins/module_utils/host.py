@@ -41,7 +41,7 @@ def parse_lscpu(text):
     for raw in (text or "").splitlines():
         if ":" not in raw:
             continue
-        key, _, value = raw.strip().partition(":")
+        key, _sep, value = raw.strip().partition(":")
         key = key.strip()
         value = value.strip()
         if not key:
@@ -119,7 +119,7 @@ def parse_cpuinfo(text):
                 processors.append(current)
                 current = {}
             continue
-        key, _, value = raw.partition(":")
+        key, _sep, value = raw.partition(":")
         current[key.strip().lower()] = value.strip()
     threads = sum(1 for p in processors if "processor" in p) or len(processors) or None
     model = None

@@ -14,10 +14,7 @@ from __future__ import annotations
 
 import math
 
-try:
-    from collections.abc import Mapping
-except ImportError:  # pragma: no cover
-    from collections import Mapping  # type: ignore
+from collections.abc import Mapping
 
 
 class HparamsError(ValueError):

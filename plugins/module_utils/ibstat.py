@@ -351,7 +351,7 @@ def parse_ibv_devinfo(text):
             continue
         if ":" not in line:
             continue  # -v continuation lines (capability flag names) and "Device ports:"
-        key, _, value = line.strip().partition(":")
+        key, _sep, value = line.strip().partition(":")
         key = key.strip().lower()
         value = value.strip()
         if port is None:

@@ -34,10 +34,7 @@ except ImportError:  # pragma: no cover - direct import from the source tree
     import compat_data as _data  # type: ignore
     from gpu_models import lookup_model, architecture_for_cc  # type: ignore
 
-try:
-    from collections.abc import Mapping
-except ImportError:  # pragma: no cover
-    from collections import Mapping  # type: ignore
+from collections.abc import Mapping
 
 
 class StackError(ValueError):
@@ -195,7 +192,8 @@ def resolve_os(value, arch):
     if key not in _data.REPO_DISTROS:
         raise StackError(
             "UNSUPPORTED_OS",
-            "OS %r has no NVIDIA CUDA repository in the compatibility data; supported: %s (RHEL clones such as Rocky and AlmaLinux use the rhel repository)." % (
+            "OS %r has no NVIDIA CUDA repository in the compatibility data; supported: %s "
+            "(RHEL clones such as Rocky and AlmaLinux use the rhel repository)." % (
                 value, ", ".join(sorted(_data.REPO_DISTROS))),
             [{"os": k} for k in sorted(_data.REPO_DISTROS)])
     if arch is None:
@@ -659,7 +657,7 @@ def quick_ok(cuda_key, torch_key, ccs, branch=None, compat="full", allow_mismatc
     variant = None
     if torch_key is not None:
         try:
-            variant, _ = choose_variant(torch_key, cuda_key, None, allow_mismatch)
+            variant = choose_variant(torch_key, cuda_key, None, allow_mismatch)[0]
         except StackError:
             return False
         vc = _fmt_mm(_variant_cuda(variant))
@@ -746,7 +744,7 @@ def _raise_branch(branch, cuda_key, need, need_full, wheel_need, variant, torch_
         rule = "DRIVER_BRANCH_TOO_OLD_FOR_CUDA"
         why = ("driver branch %s runs CUDA up to %s with full features (its newest release, %s, is below %s, the "
                "CUDA %s minimum%s)." % (branch, b["max_cuda"], newest, need, cuda_key,
-                                         " under minor-version compatibility" if compat == "minor" else " in Table 3"))
+                                        " under minor-version compatibility" if compat == "minor" else " in Table 3"))
     works = [x for x in _data.DEFAULT_BRANCH_PREFERENCE
              if branch_best_version(x, max([need] + ([wheel_need] if wheel_need else []), key=vkey))]
     options = []

@@ -1,7 +1,7 @@
 #!/usr/bin/python
 # -*- coding: utf-8 -*-
 # Copyright: gpufleet contributors
-# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+# Apache-2.0 (see galaxy.yml)
 
 from __future__ import annotations
 
@@ -21,7 +21,7 @@ description:
   - PCI bus ids are normalized to nvidia-smi's form, an 8-hex-digit domain and upper-case hex
     (C(00000000:18:00.0)); sysfs names (C(0000:18:00.0)) are converted to it so the two compare equal.
 author:
-  - gpufleet contributors
+  - gpufleet engineers (@gpufleet)
 options:
   pci_sysfs_path:
     description: Directory of PCI devices to count NVIDIA functions from.
@@ -38,8 +38,10 @@ options:
 attributes:
   check_mode:
     support: full
+    description: The module only reads, so check mode runs it unchanged.
   diff_mode:
     support: none
+    description: Nothing changes, so there is no diff.
 notes:
   - Compute capability comes from C(nvidia-smi --query-gpu=compute_cap) where the driver has it
     (R510 and later), else from the collection's GPU model table.

@@ -51,7 +51,7 @@ seealso:
   - module: gpufleet.cluster.rdma_info
   - module: gpufleet.cluster.gpu_info
 author:
-  - gpufleet engineers
+  - gpufleet engineers (@gpufleet)
 """
 
 EXAMPLES = r"""

@@ -61,7 +61,7 @@ seealso:
   - module: gpufleet.cluster.host_info
   - module: gpufleet.cluster.gpu_info
 author:
-  - gpufleet engineers
+  - gpufleet engineers (@gpufleet)
 """
 
 EXAMPLES = r"""

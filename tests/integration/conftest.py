@@ -82,11 +82,11 @@ class SimCluster:
 
     def playbook(self, path, *args: str, timeout: int = 1800) -> subprocess.CompletedProcess:
         return subprocess.run([str(VENV_BIN / "ansible-playbook"), "-i", str(self.inventory), str(path), *args],
-                              cwd=REPO_ROOT, env=self.env(), capture_output=True, text=True, timeout=timeout)
+                              cwd=REPO_ROOT, env=self.env(), capture_output=True, text=True, timeout=timeout, check=False)
 
     def ansible(self, *args: str, timeout: int = 600) -> subprocess.CompletedProcess:
         return subprocess.run([str(VENV_BIN / "ansible"), "-i", str(self.inventory), *args],
-                              cwd=REPO_ROOT, env=self.env(), capture_output=True, text=True, timeout=timeout)
+                              cwd=REPO_ROOT, env=self.env(), capture_output=True, text=True, timeout=timeout, check=False)
 
 
 def bring_up(name: str, subnet: str, nodes: int, *, profile=(), preinstall=(), faults=(), captures=()) -> SimCluster:
@@ -99,7 +99,7 @@ def bring_up(name: str, subnet: str, nodes: int, *, profile=(), preinstall=(), f
         args += ["--fault", f]
     for c in captures:
         args += ["--capture", c]
-    proc = subprocess.run([sys.executable, str(SIMCLUSTER), *args], capture_output=True, text=True, timeout=900)
+    proc = subprocess.run([sys.executable, str(SIMCLUSTER), *args], capture_output=True, text=True, timeout=900, check=False)
     if proc.returncode != 0:
         raise RuntimeError(f"simcluster up {name} failed rc={proc.returncode}\n{proc.stdout}\n{proc.stderr[-4000:]}")
     return SimCluster(name, simlib.load_state(name))
@@ -107,7 +107,7 @@ def bring_up(name: str, subnet: str, nodes: int, *, profile=(), preinstall=(), f
 
 def tear_down(name: str) -> None:
     subprocess.run([sys.executable, str(SIMCLUSTER), "down", "--name", name], capture_output=True, text=True,
-                   timeout=300)
+                   timeout=300, check=False)
 
 
 @pytest.fixture(scope="session")

@@ -16,7 +16,6 @@ import os
 import re
 import subprocess
 import tempfile
-from pathlib import Path
 
 import pytest
 import yaml
@@ -109,8 +108,8 @@ def test_gpu_stack_lifecycle(stack_cluster, tmp_path):
     assert node1["cuda-toolkit-12-1"]["held"]
     assert node1["libnccl2"] == {"version": "2.18.3-1+cuda12.1", "held": True}
     assert node1["libnccl-dev"] == {"version": "2.18.3-1+cuda12.1", "held": True}
-    assert c.ssh("node1", "ls /var/lib/gpufleet/reboot-required.d").stdout.split() == ["driver-installed",
-                                                                                      "nouveau-blacklisted"]
+    assert c.ssh("node1", "ls /var/lib/gpufleet/reboot-required.d").stdout.split() == [
+        "driver-installed", "nouveau-blacklisted"]
     # The kept driver is untouched: same package, same version, no reboot asked for it.
     node3 = dpkg(c, "node3")
     assert node3["nvidia-driver-535"]["version"] == "535.104.05-1"

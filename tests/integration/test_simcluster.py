@@ -18,15 +18,15 @@ pytestmark = pytest.mark.sim
 def leftovers(name: str) -> list[str]:
     """Everything of cluster `name` that the host still shows."""
     found = []
-    netns = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
+    netns = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True, check=False).stdout
     found += [f"netns {line}" for line in netns.splitlines() if line.startswith(simnet.netns_prefix(name))]
-    links = subprocess.run(["ip", "-o", "link", "show"], capture_output=True, text=True).stdout
+    links = subprocess.run(["ip", "-o", "link", "show"], capture_output=True, text=True, check=False).stdout
     tag = simnet.short_id(name)
     found += [f"link {line.split(':')[1].strip()}" for line in links.splitlines() if tag in line.split(":")[1]]
-    mounts = subprocess.run(["findmnt", "-rn", "-o", "TARGET"], capture_output=True, text=True).stdout
+    mounts = subprocess.run(["findmnt", "-rn", "-o", "TARGET"], capture_output=True, text=True, check=False).stdout
     sdir = str(simlib.state_dir(name))
     found += [f"mount {m}" for m in mounts.split() if m.startswith(sdir)]
-    ps = subprocess.run(["ps", "-eo", "pid,stat,args"], capture_output=True, text=True).stdout
+    ps = subprocess.run(["ps", "-eo", "pid,stat,args"], capture_output=True, text=True, check=False).stdout
     found += [f"process {line.strip()}" for line in ps.splitlines()
               if sdir in line and " Z" not in line and "ps -eo" not in line]
     if Path(sdir).exists():
@@ -223,7 +223,7 @@ def test_a_failed_bring_up_leaves_nothing_behind(tmp_path):
     bogus.write_text("this is not nvidia-smi output\n")
     proc = subprocess.run([sys.executable, str(SIMCLUSTER), "up", "--name", name, "--subnet", free_subnet(),
                            "--nodes", "2", "--capture", f"node2={bogus}"], capture_output=True, text=True,
-                          timeout=600)
+                          timeout=600, check=False)
     try:
         assert proc.returncode != 0
         assert "not an nvidia-smi" in proc.stderr

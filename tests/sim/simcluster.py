@@ -72,7 +72,7 @@ def main(argv=None) -> int:
     if args.cmd == "up":
         profiles: dict[str, str] = {}
         for value in args.profile:
-            node, _, prof = value.rpartition("=")
+            node, _sep, prof = value.rpartition("=")
             profiles[node or "*"] = prof
         for prof in profiles.values():
             if prof not in hardware.PROFILES:

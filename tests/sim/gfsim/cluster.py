@@ -199,7 +199,7 @@ def healthy(state: dict) -> bool:
 
 def ssh(state: dict, node_name: str, command: str, check: bool = False, timeout: int = 600):
     proc = subprocess.run(nodelib.ssh_command(Path(state["ssh_key"]), state["nodes"][node_name]["ip"], command),
-                          capture_output=True, text=True, timeout=timeout)
+                          capture_output=True, text=True, timeout=timeout, check=False)
     if check and proc.returncode != 0:
         raise RuntimeError(f"{node_name}: `{command}` failed rc={proc.returncode}\n{proc.stdout}\n{proc.stderr}")
     return proc

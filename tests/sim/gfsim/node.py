@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import secrets
 import socket
 import subprocess
@@ -123,7 +122,7 @@ def wait_ssh(key: Path, ip: str, timeout: float) -> None:
     last = ""
     while time.monotonic() < deadline:
         if wait_port(ip, 22, deadline):
-            proc = subprocess.run(ssh_command(key, ip, "true"), capture_output=True, text=True, timeout=30)
+            proc = subprocess.run(ssh_command(key, ip, "true"), capture_output=True, text=True, timeout=30, check=False)
             if proc.returncode == 0:
                 return
             last = proc.stderr

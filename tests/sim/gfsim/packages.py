@@ -107,7 +107,7 @@ def _systemd_prerm(unit: str) -> str:
 
 def build_driver_packages(out: Path) -> None:
     for full in DRIVER_VERSIONS:
-        branch = full.split(".")[0]
+        branch = full.split(".", maxsplit=1)[0]
         version = f"{full}-1"
         for flavour in ("", "-open"):
             name = f"nvidia-driver-{branch}{flavour}"
@@ -184,7 +184,7 @@ def build_cuda_packages(out: Path) -> None:
             prerm=f'if [ "$1" = remove ]; then update-alternatives --remove cuda {prefix}; fi\n',
         )
     for cuda, apt_version in nccl_versions().items():
-        for nccl_version in {apt_version, f"{EXTRA_NCCL}-1+cuda{cuda}"}:
+        for nccl_version in sorted({apt_version, f"{EXTRA_NCCL}-1+cuda{cuda}"}):
             upstream = nccl_version.split("-")[0]
             major, minor, patch = upstream.split(".")
             lib = f"/usr/lib/x86_64-linux-gnu/libnccl.so.{upstream}"
@@ -202,7 +202,7 @@ def build_cuda_packages(out: Path) -> None:
 
 
 def build_dcgm_package(out: Path) -> None:
-    upstream = DCGM_VERSION.split(":")[-1]
+    upstream = DCGM_VERSION.rsplit(":", maxsplit=1)[-1]
     build_deb(
         out, "datacenter-gpu-manager", DCGM_VERSION,
         description="NVIDIA Data Center GPU Manager",

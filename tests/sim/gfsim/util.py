@@ -36,6 +36,7 @@ def run(cmd, *, check=True, capture=False, input=None, env=None, cwd=None, timeo
         [str(c) for c in cmd], input=input, text=True, env=env, cwd=cwd, timeout=timeout,
         stdout=subprocess.PIPE if capture or not VERBOSE else None,
         stderr=subprocess.PIPE if capture or not VERBOSE else None,
+        check=False,
     )
     if check and proc.returncode != 0:
         raise RuntimeError(
@@ -108,7 +109,7 @@ def terminate_pid(pid: int, start_time: str | None, grace: float = 10.0) -> None
     if pid_alive(pid, start_time):
         with contextlib.suppress(ProcessLookupError):
             os.kill(pid, signal.SIGKILL)
-        for _ in range(50):
+        for _attempt in range(50):
             if not pid_alive(pid, start_time):
                 return
             time.sleep(0.1)

@@ -73,7 +73,7 @@ def _set_text(block: str, label: str, value: str, count: int = 0, after: str | N
 
 def ecc_mode(text: str) -> dict:
     """ECC mode of the first GPU as captured: {'current': .., 'pending': ..}."""
-    _, blocks, _ = split_gpus(text)
+    _head, blocks, _tail = split_gpus(text)
     block = blocks[0] if blocks else text
     if is_xml(text):
         cur = re.search(r"<current_ecc>([^<]*)</current_ecc>", block)
@@ -88,7 +88,7 @@ def ecc_mode(text: str) -> dict:
 
 def gpu_pci_devices(text: str) -> list[dict]:
     """Bus id and PCI device id of each GPU in the capture."""
-    _, blocks, _ = split_gpus(text)
+    _head, blocks, _tail = split_gpus(text)
     devices = []
     for block in blocks:
         if is_xml(text):
@@ -244,8 +244,8 @@ def _text_paths(block: str) -> list[tuple[tuple[str, ...], str]]:
         while stack and stack[-1][0] >= indent:
             stack.pop()
         if ":" in line and not TEXT_GPU_HEADER.match(line):
-            key, _, value = line.strip().partition(":")
-            items.append((tuple(s for _, s in stack) + (key.strip(),), value.strip()))
+            key, _sep, value = line.strip().partition(":")
+            items.append((tuple(s for _indent, s in stack) + (key.strip(),), value.strip()))
         else:
             stack.append((indent, line.strip()))
     return items
@@ -257,7 +257,7 @@ def query_gpu(text: str, fields: list[str]) -> list[list[str]] | str:
         if field not in QUERY_FIELDS and field not in ("index", "driver_version", "count"):
             return field
     xml = is_xml(text)
-    head, blocks, _ = split_gpus(text)
+    head, blocks, _tail = split_gpus(text)
     if xml:
         driver = re.search(r"<driver_version>([^<]*)<", head)
     else:
@@ -280,7 +280,7 @@ def query_gpu(text: str, fields: list[str]) -> list[list[str]] | str:
             if field == "count":
                 row.append(str(len(blocks)))
                 continue
-            xml_path, text_suffix, _ = QUERY_FIELDS[field]
+            xml_path, text_suffix, _unused = QUERY_FIELDS[field]
             value = None
             if xml:
                 node = gpu.find(xml_path)

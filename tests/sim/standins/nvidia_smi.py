@@ -75,7 +75,7 @@ def select_gpus(text: str, index: str | None) -> str:
     head, blocks, tail = capture.split_gpus(text)
     wanted = [int(i) for i in index.split(",")]
     if any(i >= len(blocks) for i in wanted):
-        sys.stderr.write(f"No devices were found\n")
+        sys.stderr.write("No devices were found\n")
         sys.exit(6)
     return capture.join_gpus(head, [blocks[i] for i in wanted], tail)
 
@@ -153,7 +153,7 @@ def main(args: list[str]) -> int:
     if ecc_arg is not None:
         want = {"0": "Disabled", "1": "Enabled"}.get(ecc_arg)
         if want is None:
-            sys.stderr.write(f'Invalid combination of input arguments. Please run "nvidia-smi -h" for help.\n')
+            sys.stderr.write('Invalid combination of input arguments. Please run "nvidia-smi -h" for help.\n')
             return 2
         ecc = load_json(ETC / "ecc.json") or {}
         if ecc.get("current") == "N/A":

@@ -97,7 +97,7 @@ def test_a_failing_node_is_named_with_its_findings(tmp_path, playbook):
 
 
 def test_limit_runs_only_the_selected_nodes(tmp_path, playbook):
-    run, summary, _ = _summary(tmp_path, failing="n2", playbook=playbook, limit="n1")
+    run, summary, _output = _summary(tmp_path, failing="n2", playbook=playbook, limit="n1")
     assert classify(run)[0] == EXIT_PASSED
     assert sorted(summary["nodes"]) == ["n1"]
 

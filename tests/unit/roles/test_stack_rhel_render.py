@@ -214,9 +214,9 @@ def test_rhel_satisfying_driver_is_kept():
 
 def test_rhel_unsatisfying_driver_stops_unless_replace_is_allowed():
     rpm = "nvidia-driver 3:525.147.05-1.el9 525.147.05\nkmod-nvidia-open-dkms 3:525.147.05-1.el9 525.147.05\n"
-    _, _, stops = _collect_and_decide(rpm, REPOQUERY)
+    _facts, _record, stops = _collect_and_decide(rpm, REPOQUERY)
     assert stops
-    _, record, stops = _collect_and_decide(rpm, REPOQUERY, nvidia_driver_allow_replace=True)
+    _facts, record, stops = _collect_and_decide(rpm, REPOQUERY, nvidia_driver_allow_replace=True)
     assert not stops
     assert record["__nvidia_driver_action"] == "replace"
     assert record["__nvidia_driver_target"]["upstream"] == "535.183.01"

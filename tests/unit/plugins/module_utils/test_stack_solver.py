@@ -91,7 +91,7 @@ def test_torch_table(torch, vision, audio, variants):
 
 @pytest.mark.parametrize("torch", [t for t in TORCHES if not t.startswith("2.0")])
 def test_torchvision_rule_for_2_1_and_later(torch):
-    _, minor, patch = vkey(torch)
+    _major, minor, patch = vkey(torch)
     assert data.TORCH_RELEASES[torch]["torchvision"] == "0.%d.%d" % (minor + 15, patch)
     assert data.TORCH_RELEASES[torch]["torchaudio"] == torch
 

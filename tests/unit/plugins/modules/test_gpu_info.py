@@ -101,7 +101,7 @@ def test_hgx_h100_ok(monkeypatch, capsys, tmp_path):
 def test_gpu_fell_off_the_bus(monkeypatch, capsys, tmp_path):
     # A ninth GPU on the bus that the driver does not list.
     sysfs = hgx_sysfs(tmp_path, gpus=H100_X8_BUSES + ["0000:db:00.0"])
-    result, _ = run_module(monkeypatch, capsys, {"pci_sysfs_path": sysfs, "include_topology": False}, {
+    result, _calls = run_module(monkeypatch, capsys, {"pci_sysfs_path": sysfs, "include_topology": False}, {
         "-q": (0, H100_X8.read_text(), ""), "--query-gpu": OLD_DRIVER_CC_ERR})
     assert result["status"] == "ok"
     assert (result["pci_gpu_count"], result["driver_gpu_count"]) == (9, 8)
@@ -125,7 +125,7 @@ def test_compute_cap_from_driver_query(monkeypatch, capsys, tmp_path):
 
 
 def test_topology_failure_is_null(monkeypatch, capsys, tmp_path):
-    result, _ = run_module(monkeypatch, capsys, {"pci_sysfs_path": str(tmp_path / "none")}, {
+    result, _calls = run_module(monkeypatch, capsys, {"pci_sysfs_path": str(tmp_path / "none")}, {
         "-q": (0, V100S_XML.read_text(), ""), "--query-gpu": OLD_DRIVER_CC_ERR,
         "topo": (3, "", "Failed to get topology\n")})
     assert result["status"] == "ok" and result["topology"] is None
@@ -146,26 +146,26 @@ def test_no_driver_when_gpus_on_bus(monkeypatch, capsys, tmp_path):
 def test_no_gpu_no_tool(monkeypatch, capsys, tmp_path):
     sysfs = make_sysfs(tmp_path / "sys", [("0000:00:02.0", "0x8086", "0x46a6", "0x030000"),  # Intel iGPU
                                           ("0000:01:00.1", "0x10de", "0x22ba", "0x040300")])  # NVIDIA HDMI audio
-    result, _ = run_module(monkeypatch, capsys, {"pci_sysfs_path": sysfs}, {}, bin_found=False)
+    result, _calls = run_module(monkeypatch, capsys, {"pci_sysfs_path": sysfs}, {}, bin_found=False)
     assert result["status"] == "no_gpu" and result["pci_devices"] == [] and result["pci_gpu_count"] == 0
 
 
 def test_driver_error_keeps_message_and_rc(monkeypatch, capsys, tmp_path):
-    result, _ = run_module(monkeypatch, capsys, {"pci_sysfs_path": hgx_sysfs(tmp_path)},
-                           {"-q": (9, NO_DRIVER_MSG + "\n", "")})
+    result, _calls = run_module(monkeypatch, capsys, {"pci_sysfs_path": hgx_sysfs(tmp_path)},
+                                {"-q": (9, NO_DRIVER_MSG + "\n", "")})
     assert result["status"] == "driver_error"
     assert result["message"] == NO_DRIVER_MSG and result["nvidia_smi_rc"] == 9
     assert "failed" not in result
 
 
 def test_no_devices_found_without_pci_gpus_is_no_gpu(monkeypatch, capsys, tmp_path):
-    result, _ = run_module(monkeypatch, capsys, {"pci_sysfs_path": str(tmp_path / "none")},
-                           {"-q": (6, "No devices were found\n", "")})
+    result, _calls = run_module(monkeypatch, capsys, {"pci_sysfs_path": str(tmp_path / "none")},
+                                {"-q": (6, "No devices were found\n", "")})
     assert result["status"] == "no_gpu" and result["message"] == "No devices were found"
 
 
 def test_unparseable_output_fails_naming_the_command(monkeypatch, capsys, tmp_path):
-    result, _ = run_module(monkeypatch, capsys, {"pci_sysfs_path": str(tmp_path)}, {"-q": (0, "garbage\n", "")})
+    result, _calls = run_module(monkeypatch, capsys, {"pci_sysfs_path": str(tmp_path)}, {"-q": (0, "garbage\n", "")})
     assert result["failed"] is True
     assert "/usr/bin/nvidia-smi -q -x" in result["msg"]
     assert result["stdout"] == "garbage\n" and result["rc"] == 0
@@ -180,7 +180,7 @@ def ansible(*argv):
     env["ANSIBLE_NOCOLOR"] = "1"
     env["ANSIBLE_DEPRECATION_WARNINGS"] = "false"
     return subprocess.run([str(VENV_BIN / argv[0])] + list(argv[1:]), cwd=str(_REPO), env=env,
-                          capture_output=True, text=True, timeout=120)
+                          capture_output=True, text=True, timeout=120, check=False)
 
 
 def adhoc(args):

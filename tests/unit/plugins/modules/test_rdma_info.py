@@ -66,8 +66,8 @@ def test_ibstat_capture_all_active_roce(monkeypatch, capsys, no_sysfs):
 
 
 def test_ibstat_capture_ports_down(monkeypatch, capsys, no_sysfs):
-    result, _ = run_module(monkeypatch, capsys, no_sysfs,
-                           IBSTAT / "h100-cx7-400-ib-x8-cx6dx-eth-3-ports-down.txt")
+    result, _calls = run_module(monkeypatch, capsys, no_sysfs,
+                                IBSTAT / "h100-cx7-400-ib-x8-cx6dx-eth-3-ports-down.txt")
     assert len(result["cas"]) == 12 and len(result["active_ports"]) == 9
     down = sorted(ca["ca"] for ca in result["cas"] if ca["ports"][0]["state"] == "Down")
     assert down == ["mlx5_2", "mlx5_7", "mlx5_8"]
@@ -76,8 +76,8 @@ def test_ibstat_capture_ports_down(monkeypatch, capsys, no_sysfs):
 
 
 def test_ibpanic_and_exit_255_are_reported(monkeypatch, capsys, no_sysfs):
-    result, _ = run_module(monkeypatch, capsys, no_sysfs,
-                           IBSTAT / "a100-azure-cx6-vf-hdr200-x8-trailing-ibpanic-error.txt", rc=255)
+    result, _calls = run_module(monkeypatch, capsys, no_sysfs,
+                                IBSTAT / "a100-azure-cx6-vf-hdr200-x8-trailing-ibpanic-error.txt", rc=255)
     assert result["source"] == "ibstat" and len(result["cas"]) == 8 and result["ibstat_rc"] == 255
     assert result["errors"][0].startswith("ibpanic:") and "'mlx5_8'" in result["errors"][0]
     assert result["errors"][-1] == "/usr/sbin/ibstat exited with rc 255"
@@ -86,7 +86,7 @@ def test_ibpanic_and_exit_255_are_reported(monkeypatch, capsys, no_sysfs):
 
 def test_fail_on_error_names_the_command(monkeypatch, capsys, no_sysfs):
     capture = IBSTAT / "a100-azure-cx6-vf-hdr200-x8-trailing-ibpanic-error.txt"
-    result, _ = run_module(monkeypatch, capsys, dict(no_sysfs, fail_on_error=True), capture, rc=255)
+    result, _calls = run_module(monkeypatch, capsys, dict(no_sysfs, fail_on_error=True), capture, rc=255)
     assert result["failed"] is True
     assert "/usr/sbin/ibstat" in result["msg"] and "ibpanic" in result["msg"]
     assert result["rc"] == 255 and result["stdout"] == capture.read_text() and "stderr" in result
@@ -117,7 +117,7 @@ def test_sysfs_fallback_when_ibstat_missing(monkeypatch, capsys, tmp_path, no_sy
     # /proc/modules line layout: name size refcount deps state address
     (proc / "modules").write_text("nvidia_peermem 16384 0 - Live 0x0000000000000000 (OE)\n")
     args = dict(no_sysfs, ib_sysfs_path=str(ib), procfs_root=str(proc))
-    result, _ = run_module(monkeypatch, capsys, args, present=False)
+    result, _calls = run_module(monkeypatch, capsys, args, present=False)
     assert result["source"] == "sysfs"
     assert [(c["ca"], c["ports"][0]["state"], c["ports"][0]["physical_state"]) for c in result["cas"]] == [
         ("mlx5_0", "Active", "LinkUp"), ("mlx5_1", "Down", "Disabled")]
@@ -130,8 +130,8 @@ def test_sysfs_fallback_when_ibstat_lists_nothing(monkeypatch, capsys, tmp_path,
     _sysfs_ca(ib, "mlx5_0", "4: ACTIVE", "5: LinkUp", "200 Gb/sec (4X HDR)", "InfiniBand")
     (tmp_path / "module" / "nvidia_peermem").mkdir(parents=True)
     args = dict(no_sysfs, ib_sysfs_path=str(ib))
-    result, _ = run_module(monkeypatch, capsys, args, ibstat=None, rc=255,
-                           stderr="ibpanic: [12] main: can't list IB device names: (No such file or directory)")
+    result, _calls = run_module(monkeypatch, capsys, args, ibstat=None, rc=255,
+                                stderr="ibpanic: [12] main: can't list IB device names: (No such file or directory)")
     assert result["source"] == "sysfs" and result["cas"][0]["ports"][0]["rate_gbps"] == 200
     assert result["errors"][0].startswith("ibpanic:") and result["peermem_loaded"] is True
 
@@ -139,8 +139,8 @@ def test_sysfs_fallback_when_ibstat_lists_nothing(monkeypatch, capsys, tmp_path,
 def test_numa_node_added_from_sysfs(monkeypatch, capsys, tmp_path, no_sysfs):
     ib = tmp_path / "infiniband"
     _sysfs_ca(ib, "mlx5_bond_0", "4: ACTIVE", "5: LinkUp", "200 Gb/sec (2X NDR)", "Ethernet")
-    result, _ = run_module(monkeypatch, capsys, dict(no_sysfs, ib_sysfs_path=str(ib)),
-                           IBSTAT / "h100-cx7-400-ib-x8-plus-bf3-bond-eth-200.txt")
+    result, _calls = run_module(monkeypatch, capsys, dict(no_sysfs, ib_sysfs_path=str(ib)),
+                                IBSTAT / "h100-cx7-400-ib-x8-plus-bf3-bond-eth-200.txt")
     assert result["source"] == "ibstat"
     numa = {c["ca"]: c.get("numa_node") for c in result["cas"]}
     assert numa["mlx5_bond_0"] == 0 and numa["mlx5_0"] is None
@@ -148,8 +148,8 @@ def test_numa_node_added_from_sysfs(monkeypatch, capsys, tmp_path, no_sysfs):
 
 def test_result_matches_return_doc(monkeypatch, capsys, no_sysfs):
     doc = yaml.safe_load(rdma_info.RETURN)
-    result, _ = run_module(monkeypatch, capsys, no_sysfs,
-                           IBSTAT / "h100-cx7-400-ib-x8-cx6dx-eth-3-ports-down.txt")
+    result, _calls = run_module(monkeypatch, capsys, no_sysfs,
+                                IBSTAT / "h100-cx7-400-ib-x8-cx6dx-eth-3-ports-down.txt")
     keys = set(result) - {"changed", "invocation"}
     assert keys == set(doc)
     for key, spec in doc.items():
@@ -190,10 +190,10 @@ def ansible_module(module, args, cwd=_REPO):
     env["ANSIBLE_NOCOLOR"] = "1"
     proc = subprocess.run(
         ["ansible", "localhost", "-m", module, "-a", args],
-        cwd=str(cwd), env=env, capture_output=True, text=True, timeout=120,
+        cwd=str(cwd), env=env, capture_output=True, text=True, timeout=120, check=False,
     )
     assert "=>" in proc.stdout, proc.stdout + proc.stderr
-    status, _, body = proc.stdout.partition("=>")
+    status, _sep, body = proc.stdout.partition("=>")
     return status, json.loads(body)
 
 
