@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 """Measure the smoke job on this machine's CPU (gloo), the way the quick tier runs it.
 
     .venv/bin/python benchmarks/smoke_cpu.py [--nproc 2] [--max-bytes 67108864] [--repeat 2]
@@ -45,7 +44,7 @@ def run_once(args, workdir):
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
                             start_new_session=True)
     try:
-        _, err = proc.communicate(timeout=args.timeout)
+        _stdout, err = proc.communicate(timeout=args.timeout)
     except subprocess.TimeoutExpired:
         os.killpg(proc.pid, signal.SIGKILL)
         proc.communicate()

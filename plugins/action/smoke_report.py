@@ -80,7 +80,7 @@ class ActionModule(ActionBase):
     def run(self, tmp=None, task_vars=None):
         result = super(ActionModule, self).run(tmp, task_vars)
         del tmp
-        _, args = self.validate_argument_spec(argument_spec=_ARGS)
+        _validation, args = self.validate_argument_spec(argument_spec=_ARGS)
         task_vars = task_vars or {}
         hostvars = task_vars.get("hostvars", {})
         nodes, outputs, nccl_tests_logs = {}, {}, {}

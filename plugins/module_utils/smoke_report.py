@@ -19,10 +19,10 @@ from xml.sax.saxutils import escape, quoteattr
 
 try:
     from ansible_collections.gpufleet.cluster.plugins.module_utils.nccl_tests import (
-        bus_factor, large_message_busbw, parse_nccl_tests)
+        bus_factor, parse_nccl_tests)
     from ansible_collections.gpufleet.cluster.plugins.module_utils.gpu_models import lookup_model
 except ImportError:  # pragma: no cover - loaded by path from tests/gpu without the collection
-    from nccl_tests import bus_factor, large_message_busbw, parse_nccl_tests  # type: ignore
+    from nccl_tests import bus_factor, parse_nccl_tests  # type: ignore
     from gpu_models import lookup_model  # type: ignore
 
 __metaclass__ = type
@@ -611,7 +611,7 @@ def evaluate(report, thresholds, baseline=None, tolerance=DEFAULT_TOLERANCE, exp
         need = thresholds["min_loss_drop"]["value"]
         checks.append(_check("loss_decreased", "pass" if drop is not None and drop >= need else "fail",
                              "loss %s -> %s (drop %s, need >= %s)" % (_fmt(t.get("loss_first"), 4), _fmt(t.get("loss_last"), 4),
-                                                                     _fmt(drop, 3), _fmt(need, 2)), value=drop, threshold=need))
+                                                                      _fmt(drop, 3), _fmt(need, 2)), value=drop, threshold=need))
         nonfinite = t.get("nonfinite_values")
         checks.append(_check("finite_values", "pass" if nonfinite == 0 else "fail",
                              "%s NaN/Inf value(s) in losses and parameters" % nonfinite, value=nonfinite, threshold=0))
@@ -634,7 +634,7 @@ def evaluate(report, thresholds, baseline=None, tolerance=DEFAULT_TOLERANCE, exp
             for test in tests:
                 if test.get("wrong_total") or test.get("out_of_bounds_ok") is False:
                     problems.append("%s %s: %s wrong, out of bounds %s" % (host, test.get("collective"),
-                                                                          test.get("wrong_total"), test.get("out_of_bounds")))
+                                                                           test.get("wrong_total"), test.get("out_of_bounds")))
         checks.append(_check("nccl_tests", "fail" if problems else "pass",
                              "; ".join(problems) or "all_reduce_perf: no wrong values on %s" % ", ".join(sorted(report["nccl_tests"]))))
 

@@ -104,10 +104,13 @@ attributes:
     description: The smoke_test role skips the job, and so this step, in check mode.
   diff_mode:
     support: none
+    description: The reports are written whole; no diff is returned.
   platform:
+    support: full
     platforms: posix
+    description: Runs on the controller only (an action plugin); the nodes are not contacted.
 author:
-  - gpufleet engineers
+  - gpufleet engineers (@gpufleet)
 """
 
 EXAMPLES = r"""

@@ -109,7 +109,7 @@ def test_cut_link_fails_within_the_timeout_naming_the_node(smoke_cluster, tmp_pa
     assert doc["verdict"]["reasons"][0].startswith("nodes_joined: node3: cut off")
     assert "node3: cut off" in proc.stdout
     # The roll call is the only wait: it ends with the join timeout on every node.
-    rollcall = [n for n in doc["nodes"]]
+    rollcall = list(doc["nodes"])
     assert all(n["status"] == "rollcall_failed" for n in rollcall)
     assert took < 20 + 60, took  # the join timeout plus Ansible's own minute of setup on a loaded host
     junit = ET.parse(reports / "smoke.junit.xml").getroot()

@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 # Copyright: gpufleet engineers
 # Apache License 2.0 (see galaxy.yml)
 """gpufleet smoke job: proves a cluster trains.
@@ -57,7 +56,7 @@ def _probe_light(out):
         out["error"] = "cannot read %s: %s" % (path, exc)
         return out
     for line in text.splitlines():
-        key, _, value = line.partition("=")
+        key, _sep, value = line.partition("=")
         key, value = key.strip().split(":")[0].strip(), value.strip().strip("'\"")
         if key == "__version__":
             out["torch"] = value
@@ -105,7 +104,7 @@ def _parse_peers(text):
         item = item.strip()
         if not item:
             continue
-        name, _, addr = item.partition("=")
+        name, _sep, addr = item.partition("=")
         if not addr:
             raise SystemExit("--peers entries are name=address, got %r" % item)
         peers.append((name.strip(), addr.strip()))
@@ -120,7 +119,7 @@ def rollcall(me, peers, port, timeout):
     """
     names = dict(peers)
     my_addr = names[me]
-    others = [n for n, _ in peers if n != me]
+    others = [n for n, _addr in peers if n != me]
     deadline = time.monotonic() + timeout
     start = time.monotonic()
     reached, heard_from, wrong_name, errors = {}, {}, {}, {}
@@ -141,7 +140,7 @@ def rollcall(me, peers, port, timeout):
     def serve():
         while not stop.is_set():
             try:
-                conn, _ = server.accept()
+                conn, _client = server.accept()
             except socket.timeout:
                 continue
             except OSError:
@@ -149,7 +148,7 @@ def rollcall(me, peers, port, timeout):
             try:
                 conn.settimeout(2.0)
                 data = conn.recv(256).decode("utf-8", "replace").strip()
-                magic, _, who = data.partition(" ")
+                magic, _sep, who = data.partition(" ")
                 if magic == ROLLCALL_MAGIC:
                     conn.sendall(("%s %s\n" % (ROLLCALL_MAGIC, me)).encode())
                     with lock:
@@ -173,7 +172,7 @@ def rollcall(me, peers, port, timeout):
                     conn.settimeout(min(2.0, max(left, 0.1)))
                     conn.sendall(("%s %s\n" % (ROLLCALL_MAGIC, me)).encode())
                     data = conn.recv(256).decode("utf-8", "replace").strip()
-                magic, _, who = data.partition(" ")
+                magic, _sep, who = data.partition(" ")
                 if magic != ROLLCALL_MAGIC:
                     errors[peer] = "unexpected answer %r" % data[:60]
                     continue
@@ -211,7 +210,7 @@ def interface_for(address):
     """Name of the interface that holds ``address`` (gloo binds there), or None."""
     import fcntl  # pylint: disable=import-outside-toplevel
     import struct  # pylint: disable=import-outside-toplevel
-    for _, name in socket.if_nameindex():
+    for _index, name in socket.if_nameindex():
         with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
             try:
                 packed = fcntl.ioctl(sock.fileno(), 0x8915,  # SIOCGIFADDR
@@ -231,7 +230,7 @@ def cmd_node(args):
     t_start = time.time()
     deadline = time.monotonic() + args.timeout
     peers = _parse_peers(args.peers)
-    names = [n for n, _ in peers]
+    names = [n for n, _addr in peers]
     if args.node_name not in names:
         raise SystemExit("--node-name %s is not in --peers" % args.node_name)
     node_rank = names.index(args.node_name)
@@ -369,7 +368,7 @@ def run_sweep(args, dist, torch, device, rank, world):
         nbytes = count * 4
         buf = torch.zeros(count, dtype=torch.float32, device=device)
         # Zeros while timing: repeated in-place sums stay finite and denormal-free.
-        for _ in range(args.warmup):
+        for _warmup in range(args.warmup):
             dist.all_reduce(buf)
         _sync(device)
         dist.barrier()
@@ -377,14 +376,14 @@ def run_sweep(args, dist, torch, device, rank, world):
             begin = torch.cuda.Event(enable_timing=True)
             end = torch.cuda.Event(enable_timing=True)
             begin.record()
-            for _ in range(args.iters):
+            for _iteration in range(args.iters):
                 dist.all_reduce(buf)
             end.record()
             end.synchronize()
             elapsed = begin.elapsed_time(end) / 1000.0 / args.iters
         else:
             t0 = time.perf_counter()
-            for _ in range(args.iters):
+            for _iteration in range(args.iters):
                 dist.all_reduce(buf)
             elapsed = (time.perf_counter() - t0) / args.iters
         times = torch.tensor([elapsed], dtype=torch.float64, device=device)
@@ -409,7 +408,7 @@ def run_sweep(args, dist, torch, device, rank, world):
 
 def run_training(args, dist, torch, device, rank, world):
     """DDP on synthetic data: a fixed random 'teacher' labels Gaussian inputs; the MLP must learn it."""
-    import torch.nn as nn  # pylint: disable=import-outside-toplevel
+    from torch import nn  # pylint: disable=import-outside-toplevel
     from torch.nn.parallel import DistributedDataParallel as DDP  # pylint: disable=import-outside-toplevel
 
     _stage(rank, "train:setup")

@@ -29,7 +29,7 @@ TORCHRUN = BIN / "torchrun"
 pytestmark = pytest.mark.torch
 
 try:
-    import torch  # noqa: F401
+    import torch  # noqa: F401  # pylint: disable=unused-import  # only whether it imports matters
     HAVE_TORCH = TORCHRUN.exists()
 except ImportError:  # pragma: no cover
     HAVE_TORCH = False
@@ -88,7 +88,7 @@ def test_standalone_two_processes_and_reports(tmp_path):
     t0 = time.monotonic()
     rc, out, err = _run([str(TORCHRUN), "--standalone", "--nproc-per-node", "2", "--rdzv-endpoint", "127.0.0.1:%d" % port,
                          str(JOB), "job", "--result-file", str(result_file)] + SMALL, timeout=180,
-                         GPUFLEET_NODE_NAME="local")
+                        GPUFLEET_NODE_NAME="local")
     assert rc == 0, err[-3000:]
     res = json.loads(result_file.read_text())
     _check_result(res, 2)
