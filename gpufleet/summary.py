@@ -41,19 +41,28 @@ def collect_findings(document) -> list[dict]:
 
 
 def _versions_by_node(reports: Path) -> dict[str, dict]:
-    """Installed versions per node, from the stack report (or the smoke report when alone)."""
+    """Installed versions per node: the stack report's, else what the smoke job saw."""
     versions: dict[str, dict] = {}
     stack = _load(reports / "stack.json") or {}
-    for node, info in (stack.get("nodes") or {}).items():
-        if isinstance(info, dict):
-            installed = info.get("installed", info)
-            versions[node] = {k: installed.get(k) for k in ("driver", "cuda", "nccl", "torch") if k in installed}
+    for entry in stack.get("nodes") or []:
+        installed = entry.get("installed") or {}
+        torch = installed.get("torch") or {}
+        versions[entry.get("node")] = {
+            "driver": installed.get("driver"),
+            "cuda": installed.get("cuda_default"),
+            "nccl": installed.get("nccl"),
+            "torch": torch.get("version") if isinstance(torch, dict) else torch,
+        }
     smoke = _load(reports / "smoke.json") or {}
-    smoke_versions = smoke.get("versions") or {}
     for node in smoke.get("nodes") or []:
-        name = node if isinstance(node, str) else node.get("name") if isinstance(node, dict) else None
-        if name and name not in versions and smoke_versions:
-            versions[name] = {k: smoke_versions.get(k) for k in ("driver", "cuda", "nccl", "torch")}
+        name = node.get("name")
+        if name and name not in versions:
+            versions[name] = {
+                "driver": node.get("driver_version"),
+                "cuda": node.get("cuda_version"),
+                "nccl": (smoke.get("versions") or {}).get("nccl"),
+                "torch": node.get("torch"),
+            }
     return versions
 
 

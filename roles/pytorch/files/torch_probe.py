@@ -4,7 +4,10 @@ import sys
 from importlib import metadata
 
 info = {"packages": {}, "version": None, "cuda": None, "cuda_available": False, "device_count": 0, "nccl": None}
-for name in ("torch", "torchvision", "torchaudio"):
+# --extras a,b: further packages the role installs beside torch (numpy by default).
+extras = [arg.split("=", 1)[1] for arg in sys.argv if arg.startswith("--extras=")]
+extra_names = [name for group in extras for name in group.split(",") if name]
+for name in ("torch", "torchvision", "torchaudio", *extra_names):
     try:
         info["packages"][name] = metadata.version(name)
     except metadata.PackageNotFoundError:
