@@ -28,6 +28,9 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--artifacts", type=Path, default=None,
                      help="where events, reports and summary.json go (default: artifacts/<stage>-<UTC time>)")
     run.add_argument("--limit", default=None, help="limit to these hosts/groups (ansible --limit syntax)")
+    run.add_argument("--tags", default=None, help="only these tags of the stage (e.g. validate --tags health)")
+    run.add_argument("--baseline-dir", type=Path, default=None,
+                     help="where smoke-test baselines are kept across runs (default: baselines/)")
     run.add_argument("-e", "--extra-vars", action="append", default=[], metavar="KEY=VALUE|JSON",
                      help="extra variables, as for ansible-playbook")
     return parser
@@ -58,7 +61,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"gpufleet: stage {args.stage} on {args.inventory}"
               + (f" (limit {args.limit})" if args.limit else ""), flush=True)
         run = run_stage(args.stage, args.inventory, artifacts, limit=args.limit,
-                        extra_vars=_extra_vars(args.extra_vars))
+                        extra_vars=_extra_vars(args.extra_vars), tags=args.tags,
+                        baseline_dir=args.baseline_dir)
         summary = build_summary(run, args.limit, started_at)
     except RunBroken as exc:
         summary = broken_summary(args.stage, args.inventory, args.limit, str(exc), started_at)

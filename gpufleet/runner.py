@@ -192,7 +192,8 @@ class StageRun:
 
 def run_stage(stage: str, inventory: Path, artifacts: Path, limit: str | None = None,
               extra_vars: dict | None = None, out: TextIO = sys.stdout,
-              runner: Callable | None = None, playbook: Path | None = None) -> StageRun:
+              runner: Callable | None = None, playbook: Path | None = None,
+              tags: str | None = None, baseline_dir: Path | None = None) -> StageRun:
     """Runs one stage's playbook through ansible-runner; raises RunBroken when it cannot start.
 
     `playbook` replaces the stage's own playbook (tests use it to run small plays)."""
@@ -218,6 +219,8 @@ def run_stage(stage: str, inventory: Path, artifacts: Path, limit: str | None = 
         "GPUFLEET_REPORT_DIR": str(reports),
         "PATH": f"{ansible_bin}{os.pathsep}{os.environ.get('PATH', '')}",
         "ANSIBLE_FORCE_COLOR": "0",
+        # Baselines live outside the run's artifacts so the next run compares against them.
+        "GPUFLEET_BASELINE_DIR": str((baseline_dir or Path("baselines")).resolve()),
     }
     tracker = EventTracker(out=out)
     if runner is None:
@@ -231,6 +234,7 @@ def run_stage(stage: str, inventory: Path, artifacts: Path, limit: str | None = 
         playbook=str(playbook),
         inventory=str(inventory),
         limit=limit,
+        tags=tags,
         extravars=extra_vars or {},
         envvars=envvars,
         event_handler=tracker.handle,

@@ -38,7 +38,8 @@ def smoke_cluster():
 def _run(cluster, tmp: Path, *args: str):
     reports = tmp / "reports"
     t0 = time.monotonic()
-    proc = cluster.playbook(PLAYBOOK, "-e", f"gpufleet_report_dir={reports}", *args, timeout=600)
+    proc = cluster.playbook(PLAYBOOK, "-e", f"gpufleet_report_dir={reports}",
+                            "-e", f"gpufleet_baseline_dir={tmp / 'baselines'}", *args, timeout=600)
     took = time.monotonic() - t0
     doc = json.loads((reports / "smoke.json").read_text()) if (reports / "smoke.json").exists() else None
     return proc, took, doc, reports
