@@ -28,6 +28,10 @@ from ansible_collections.gpufleet.cluster.plugins.module_utils.ibstat import par
 from ansible_collections.gpufleet.cluster.plugins.module_utils.nvidia_smi import (  # noqa: E402
     parse_nvidia_smi,
 )
+# Imported at collection time: a later import would go through the collection finder that other
+# tests install, which needs installed-collection metadata this source tree does not carry.
+from ansible.module_utils.testing import patch_module_args  # noqa: E402
+from ansible_collections.gpufleet.cluster.plugins.modules import gpu_health_check  # noqa: E402
 
 H100X8 = "nvidia-smi-q/h100-sxm-80gb-hbm3-x8-drv535.183.01-cuda12.2.txt"
 A10_REMAP = "nvidia-smi-q/a10-drv535.129.03-cuda12.2.txt"
@@ -378,9 +382,6 @@ def test_unreadable_kernel_log_warns_instead_of_passing_silently():
 
 
 def _run_module(capsys, args):
-    from ansible.module_utils.testing import patch_module_args
-    from ansible_collections.gpufleet.cluster.plugins.modules import gpu_health_check
-
     with patch_module_args(args):
         with pytest.raises(SystemExit):
             gpu_health_check.main()
