@@ -9,7 +9,8 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[1]
 # `ansible_collections.gpufleet.cluster.*` resolves through the committed self-link.
-for path in (REPO / "collections", REPO):
+# tests/ too: every test file imports `from fixtures_path import FIXTURES` without a path preamble of its own.
+for path in (REPO / "collections", REPO, REPO / "tests"):
     if str(path) not in sys.path:
         sys.path.insert(0, str(path))
 

@@ -10,19 +10,15 @@ from __future__ import annotations
 
 import json
 import re
-import sys
 import time
 from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[2]
-for _p in (REPO / "collections", REPO / "tests"):
-    if str(_p) not in sys.path:
-        sys.path.insert(0, str(_p))
+from fixtures_path import FIXTURES
+from ansible_collections.gpufleet.cluster.plugins.module_utils.ibstat import parse_ibstat
 
-from fixtures_path import FIXTURES  # noqa: E402
-from ansible_collections.gpufleet.cluster.plugins.module_utils.ibstat import parse_ibstat  # noqa: E402
+REPO = Path(__file__).resolve().parents[2]
 
 pytestmark = [pytest.mark.sim, pytest.mark.slow]
 

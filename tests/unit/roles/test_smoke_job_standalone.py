@@ -17,10 +17,9 @@ from pathlib import Path
 
 import pytest
 
-_REPO = Path(__file__).resolve().parents[3]
-sys.path.insert(0, str(_REPO / "collections"))
+from ansible_collections.gpufleet.cluster.plugins.module_utils import smoke_report as sr
 
-from ansible_collections.gpufleet.cluster.plugins.module_utils import smoke_report as sr  # noqa: E402
+_REPO = Path(__file__).resolve().parents[3]
 
 JOB = _REPO / "roles" / "smoke_test" / "files" / "gpufleet_smoke.py"
 BIN = Path(sys.executable).parent

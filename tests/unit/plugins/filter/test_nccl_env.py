@@ -1,28 +1,20 @@
 """nccl_env: NCCL settings derived from the real ibstat and topo captures."""
 
-import sys
-from pathlib import Path
+import pytest
+from ansible.errors import AnsibleFilterError
 
-_REPO = Path(__file__).resolve().parents[4]
-for _p in (_REPO / "collections", _REPO / "tests"):
-    if str(_p) not in sys.path:
-        sys.path.insert(0, str(_p))
-
-import pytest  # noqa: E402
-from ansible.errors import AnsibleFilterError  # noqa: E402
-
-from fixtures_path import FIXTURES  # noqa: E402
-from ansible_collections.gpufleet.cluster.plugins.filter.nccl_env import FilterModule, nccl_env  # noqa: E402
-from ansible_collections.gpufleet.cluster.plugins.module_utils.ibstat import (  # noqa: E402
+from fixtures_path import FIXTURES
+from ansible_collections.gpufleet.cluster.plugins.filter.nccl_env import FilterModule, nccl_env
+from ansible_collections.gpufleet.cluster.plugins.module_utils.ibstat import (
     parse_ibstat,
     parse_ibstatus,
     parse_ibv_devinfo,
 )
-from ansible_collections.gpufleet.cluster.plugins.module_utils.nccl_env import (  # noqa: E402
+from ansible_collections.gpufleet.cluster.plugins.module_utils.nccl_env import (
     classify_ports,
     render_conf,
 )
-from ansible_collections.gpufleet.cluster.plugins.module_utils.nvidia_smi import (  # noqa: E402
+from ansible_collections.gpufleet.cluster.plugins.module_utils.nvidia_smi import (
     parse_nvidia_smi_topo,
 )
 

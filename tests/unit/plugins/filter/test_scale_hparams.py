@@ -1,17 +1,9 @@
 """scale_hparams: global batch, square-root LR scaling, the ceiling warning, bad values."""
 
-import sys
-from pathlib import Path
+import pytest
+from ansible.errors import AnsibleFilterError
 
-_REPO = Path(__file__).resolve().parents[4]
-for _p in (_REPO / "collections", _REPO / "tests"):
-    if str(_p) not in sys.path:
-        sys.path.insert(0, str(_p))
-
-import pytest  # noqa: E402
-from ansible.errors import AnsibleFilterError  # noqa: E402
-
-from ansible_collections.gpufleet.cluster.plugins.filter.scale_hparams import FilterModule, scale_hparams  # noqa: E402
+from ansible_collections.gpufleet.cluster.plugins.filter.scale_hparams import FilterModule, scale_hparams
 
 
 def test_registered_name():

@@ -7,16 +7,13 @@ import subprocess
 import sys
 from pathlib import Path
 
-_REPO = Path(__file__).resolve().parents[4]
-for _p in (_REPO / "collections", _REPO / "tests"):
-    if str(_p) not in sys.path:
-        sys.path.insert(0, str(_p))
+import pytest
+from ansible.errors import AnsibleFilterError
 
-import pytest  # noqa: E402
-from ansible.errors import AnsibleFilterError  # noqa: E402
-
-from ansible_collections.gpufleet.cluster.plugins.filter.stack_plan import (  # noqa: E402
+from ansible_collections.gpufleet.cluster.plugins.filter.stack_plan import (
     FilterModule, StackPlanError, stack_plan)
+
+_REPO = Path(__file__).resolve().parents[4]
 
 
 def test_registered_name():

@@ -1,15 +1,7 @@
-import sys
-from pathlib import Path
+import pytest
 
-_REPO = Path(__file__).resolve().parents[4]
-for _p in (_REPO / "collections", _REPO / "tests"):
-    if str(_p) not in sys.path:
-        sys.path.insert(0, str(_p))
-
-import pytest  # noqa: E402
-
-from ansible_collections.gpufleet.cluster.plugins.module_utils import gpu_models  # noqa: E402
-from ansible_collections.gpufleet.cluster.plugins.module_utils.gpu_models import (  # noqa: E402
+from ansible_collections.gpufleet.cluster.plugins.module_utils import gpu_models
+from ansible_collections.gpufleet.cluster.plugins.module_utils.gpu_models import (
     architecture_for_cc,
     lookup_model,
     normalize_cc,

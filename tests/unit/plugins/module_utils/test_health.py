@@ -5,33 +5,26 @@ Faults are injected into a copy of the parsed capture (one node at a time), neve
 
 import copy
 import json
-import sys
-from pathlib import Path
 
-_REPO = Path(__file__).resolve().parents[4]
-for _p in (_REPO / "collections", _REPO / "tests"):
-    if str(_p) not in sys.path:
-        sys.path.insert(0, str(_p))
+import pytest
 
-import pytest  # noqa: E402
-
-from fixtures_path import FIXTURES  # noqa: E402
-from ansible_collections.gpufleet.cluster.plugins.module_utils import health  # noqa: E402
-from ansible_collections.gpufleet.cluster.plugins.module_utils.findings import (  # noqa: E402
+from fixtures_path import FIXTURES
+from ansible_collections.gpufleet.cluster.plugins.module_utils import health
+from ansible_collections.gpufleet.cluster.plugins.module_utils.findings import (
     FIELDS,
     format_finding,
     make_finding,
     validate_finding,
     worst_status,
 )
-from ansible_collections.gpufleet.cluster.plugins.module_utils.ibstat import parse_ibstat  # noqa: E402
-from ansible_collections.gpufleet.cluster.plugins.module_utils.nvidia_smi import (  # noqa: E402
+from ansible_collections.gpufleet.cluster.plugins.module_utils.ibstat import parse_ibstat
+from ansible_collections.gpufleet.cluster.plugins.module_utils.nvidia_smi import (
     parse_nvidia_smi,
 )
 # Imported at collection time: a later import would go through the collection finder that other
 # tests install, which needs installed-collection metadata this source tree does not carry.
-from ansible.module_utils.testing import patch_module_args  # noqa: E402
-from ansible_collections.gpufleet.cluster.plugins.modules import gpu_health_check  # noqa: E402
+from ansible.module_utils.testing import patch_module_args
+from ansible_collections.gpufleet.cluster.plugins.modules import gpu_health_check
 
 H100X8 = "nvidia-smi-q/h100-sxm-80gb-hbm3-x8-drv535.183.01-cuda12.2.txt"
 A10_REMAP = "nvidia-smi-q/a10-drv535.129.03-cuda12.2.txt"

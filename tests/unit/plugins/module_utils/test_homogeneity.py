@@ -1,17 +1,10 @@
 """Homogeneity over node summaries built from the real captures."""
 import json
-import sys
-from pathlib import Path
 
-_REPO = Path(__file__).resolve().parents[4]
-for _p in (_REPO / "collections", _REPO / "tests", Path(__file__).resolve().parent):
-    if str(_p) not in sys.path:
-        sys.path.insert(0, str(_p))
+import pytest
 
-import pytest  # noqa: E402
-
-from ansible_collections.gpufleet.cluster.plugins.module_utils.findings import validate_finding  # noqa: E402
-from ansible_collections.gpufleet.cluster.plugins.module_utils.homogeneity import (  # noqa: E402
+from ansible_collections.gpufleet.cluster.plugins.module_utils.findings import validate_finding
+from ansible_collections.gpufleet.cluster.plugins.module_utils.homogeneity import (
     DEFAULT_PROPERTIES,
     build_report,
     failure_messages,
@@ -20,8 +13,8 @@ from ansible_collections.gpufleet.cluster.plugins.module_utils.homogeneity impor
     render_markdown,
     summary_table,
 )
-from ansible_collections.gpufleet.cluster.plugins.module_utils.profiles import node_summary  # noqa: E402
-from test_profiles import A100, H100_X8, gpu_facts, host_facts, rdma_facts  # noqa: E402
+from ansible_collections.gpufleet.cluster.plugins.module_utils.profiles import node_summary
+from test_profiles import A100, H100_X8, gpu_facts, host_facts, rdma_facts
 
 
 def h100():

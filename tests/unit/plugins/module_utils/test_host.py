@@ -3,22 +3,11 @@
 import os
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
-_REPO = Path(__file__).resolve().parents[4]
-for _p in (_REPO / "collections", _REPO):
-    if str(_p) not in sys.path:
-        sys.path.insert(0, str(_p))
+import pytest
 
-import pytest  # noqa: E402
-
-try:
-    from tests.fixtures_path import FIXTURES  # noqa: E402
-except ImportError:  # pragma: no cover
-    FIXTURES = _REPO.parent / "shared" / "fixtures"
-
-from ansible_collections.gpufleet.cluster.plugins.module_utils.host import (  # noqa: E402
+from ansible_collections.gpufleet.cluster.plugins.module_utils.host import (
     EFIVAR_SECUREBOOT,
     detect_virtualization,
     parse_cpuinfo,
@@ -35,6 +24,13 @@ from ansible_collections.gpufleet.cluster.plugins.module_utils.host import (  # 
     read_secure_boot_efivar,
     vm_type_from_dmi,
 )
+
+_REPO = Path(__file__).resolve().parents[4]
+
+try:
+    from tests.fixtures_path import FIXTURES
+except ImportError:  # pragma: no cover
+    FIXTURES = _REPO.parent / "shared" / "fixtures"
 
 LSCPU_DELLA = FIXTURES / "host" / "lscpu-della-h100-node-2x-xeon-8468.txt"
 

@@ -1,22 +1,11 @@
 """ibstat / ibstatus / ibv_devinfo parsers and the IB sysfs reader, on the real captures."""
 
-import sys
 from collections import Counter
 from pathlib import Path
 
-_REPO = Path(__file__).resolve().parents[4]
-for _p in (_REPO / "collections", _REPO):
-    if str(_p) not in sys.path:
-        sys.path.insert(0, str(_p))
+import pytest
 
-import pytest  # noqa: E402
-
-try:
-    from tests.fixtures_path import FIXTURES  # noqa: E402
-except ImportError:  # pragma: no cover - before tests/fixtures_path.py existed
-    FIXTURES = _REPO.parent / "shared" / "fixtures"
-
-from ansible_collections.gpufleet.cluster.plugins.module_utils.ibstat import (  # noqa: E402
+from ansible_collections.gpufleet.cluster.plugins.module_utils.ibstat import (
     active_ports,
     ibstat_errors,
     normalize_guid,
@@ -29,6 +18,13 @@ from ansible_collections.gpufleet.cluster.plugins.module_utils.ibstat import (  
     read_ib_sysfs,
     roce_gid_index,
 )
+
+_REPO = Path(__file__).resolve().parents[4]
+
+try:
+    from tests.fixtures_path import FIXTURES
+except ImportError:  # pragma: no cover - before tests/fixtures_path.py existed
+    FIXTURES = _REPO.parent / "shared" / "fixtures"
 
 IBSTAT = FIXTURES / "ibstat"
 IBV = FIXTURES / "ibv_devinfo"

@@ -1,17 +1,10 @@
 """nccl-tests parser and bandwidth arithmetic, on the real logs in ../shared/fixtures/nccl-tests."""
-import sys
-from pathlib import Path
 
-_REPO = Path(__file__).resolve().parents[4]
-for _p in (_REPO / "collections", _REPO / "tests"):
-    if str(_p) not in sys.path:
-        sys.path.insert(0, str(_p))
+import pytest
 
-import pytest  # noqa: E402
-
-from ansible_collections.gpufleet.cluster.plugins.module_utils.nccl_tests import (  # noqa: E402
+from ansible_collections.gpufleet.cluster.plugins.module_utils.nccl_tests import (
     algbw_gbps, bus_factor, busbw_gbps, large_message_busbw, normalize_collective, parse_nccl_tests)
-from fixtures_path import FIXTURES  # noqa: E402
+from fixtures_path import FIXTURES
 
 LOGS = FIXTURES / "nccl-tests"
 H100_1N = "h100-1node-8gpu-nccl2.29.2-tests2.17.8-all-collectives.log"

@@ -1,16 +1,9 @@
 """parse_nvidia_smi & co. on every real capture in ../shared/fixtures (see SOURCES.md there)."""
-import sys
-from pathlib import Path
 
-_REPO = Path(__file__).resolve().parents[4]
-for _p in (_REPO / "collections", _REPO / "tests"):
-    if str(_p) not in sys.path:
-        sys.path.insert(0, str(_p))
+import pytest
 
-import pytest  # noqa: E402
-
-from fixtures_path import FIXTURES  # noqa: E402
-from ansible_collections.gpufleet.cluster.plugins.module_utils.nvidia_smi import (  # noqa: E402
+from fixtures_path import FIXTURES
+from ansible_collections.gpufleet.cluster.plugins.module_utils.nvidia_smi import (
     NvidiaSmiParseError,
     clean,
     parse_nvidia_smi,

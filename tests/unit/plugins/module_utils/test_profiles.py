@@ -1,28 +1,24 @@
 """Profile checks on facts built from the real captures in ../shared/fixtures."""
 import copy
-import sys
 from pathlib import Path
 
-_REPO = Path(__file__).resolve().parents[4]
-for _p in (_REPO / "collections", _REPO / "tests"):
-    if str(_p) not in sys.path:
-        sys.path.insert(0, str(_p))
+import pytest
+import yaml
 
-import pytest  # noqa: E402
-import yaml  # noqa: E402
-
-from fixtures_path import FIXTURES  # noqa: E402
-from ansible_collections.gpufleet.cluster.plugins.module_utils.findings import validate_finding  # noqa: E402
-from ansible_collections.gpufleet.cluster.plugins.module_utils.host import parse_lscpu  # noqa: E402
-from ansible_collections.gpufleet.cluster.plugins.module_utils.ibstat import active_ports, parse_ibstat  # noqa: E402
-from ansible_collections.gpufleet.cluster.plugins.module_utils.nvidia_smi import parse_nvidia_smi  # noqa: E402
-from ansible_collections.gpufleet.cluster.plugins.module_utils.profiles import (  # noqa: E402
+from fixtures_path import FIXTURES
+from ansible_collections.gpufleet.cluster.plugins.module_utils.findings import validate_finding
+from ansible_collections.gpufleet.cluster.plugins.module_utils.host import parse_lscpu
+from ansible_collections.gpufleet.cluster.plugins.module_utils.ibstat import active_ports, parse_ibstat
+from ansible_collections.gpufleet.cluster.plugins.module_utils.nvidia_smi import parse_nvidia_smi
+from ansible_collections.gpufleet.cluster.plugins.module_utils.profiles import (
     ProfileError,
     check_node,
     node_summary,
     os_key,
     resolve_profile,
 )
+
+_REPO = Path(__file__).resolve().parents[4]
 
 DEFAULTS = _REPO / "roles" / "preflight" / "defaults" / "main.yml"
 H100_X8 = "nvidia-smi-q/h100-sxm-80gb-hbm3-x8-drv535.183.01-cuda12.2.txt"

@@ -1,19 +1,12 @@
 """Smoke report: assembly, verdict, baseline compare, NCCL transport parsing and rendering."""
 import copy
 import json
-import sys
 import xml.etree.ElementTree as ET
-from pathlib import Path
 
-_REPO = Path(__file__).resolve().parents[4]
-for _p in (_REPO / "collections", _REPO / "tests"):
-    if str(_p) not in sys.path:
-        sys.path.insert(0, str(_p))
+import pytest
 
-import pytest  # noqa: E402
-
-from ansible_collections.gpufleet.cluster.plugins.module_utils import smoke_report as sr  # noqa: E402
-from fixtures_path import FIXTURES  # noqa: E402
+from ansible_collections.gpufleet.cluster.plugins.module_utils import smoke_report as sr
+from fixtures_path import FIXTURES
 
 HOSTS = ["node1", "node2", "node3"]
 

@@ -2,19 +2,12 @@
 property tests over every GPU model x CUDA 11.7-12.2 x torch 2.0-2.5."""
 
 import math
-import sys
-from pathlib import Path
 
-_REPO = Path(__file__).resolve().parents[4]
-for _p in (_REPO / "collections", _REPO / "tests"):
-    if str(_p) not in sys.path:
-        sys.path.insert(0, str(_p))
+import pytest
 
-import pytest  # noqa: E402
-
-from ansible_collections.gpufleet.cluster.plugins.module_utils import compat_data as data  # noqa: E402
-from ansible_collections.gpufleet.cluster.plugins.module_utils.gpu_models import MODELS  # noqa: E402
-from ansible_collections.gpufleet.cluster.plugins.module_utils.stack_solver import (  # noqa: E402
+from ansible_collections.gpufleet.cluster.plugins.module_utils import compat_data as data
+from ansible_collections.gpufleet.cluster.plugins.module_utils.gpu_models import MODELS
+from ansible_collections.gpufleet.cluster.plugins.module_utils.stack_solver import (
     StackError, solve, vkey)
 
 CUDAS = ["11.7", "11.8", "12.0", "12.1", "12.2"]

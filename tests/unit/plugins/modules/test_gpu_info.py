@@ -5,20 +5,16 @@ import json
 import os
 import stat
 import subprocess
-import sys
 from pathlib import Path
 
+import pytest
+from ansible.module_utils import basic
+from ansible.module_utils.testing import patch_module_args
+
+from fixtures_path import FIXTURES
+from ansible_collections.gpufleet.cluster.plugins.modules import gpu_info
+
 _REPO = Path(__file__).resolve().parents[4]
-for _p in (_REPO / "collections", _REPO / "tests"):
-    if str(_p) not in sys.path:
-        sys.path.insert(0, str(_p))
-
-import pytest  # noqa: E402
-from ansible.module_utils import basic  # noqa: E402
-from ansible.module_utils.testing import patch_module_args  # noqa: E402
-
-from fixtures_path import FIXTURES  # noqa: E402
-from ansible_collections.gpufleet.cluster.plugins.modules import gpu_info  # noqa: E402
 
 VENV_BIN = _REPO / ".venv" / "bin"
 H100_X8 = FIXTURES / "nvidia-smi-q" / "h100-sxm-80gb-hbm3-x8-drv535.183.01-cuda12.2.txt"

@@ -3,25 +3,21 @@
 import json
 import os
 import subprocess
-import sys
 from pathlib import Path
 
-_REPO = Path(__file__).resolve().parents[4]
-for _p in (_REPO / "collections", _REPO):
-    if str(_p) not in sys.path:
-        sys.path.insert(0, str(_p))
+import pytest
+import yaml
+from ansible.module_utils import basic
+from ansible.module_utils.testing import patch_module_args
 
-import pytest  # noqa: E402
-import yaml  # noqa: E402
-from ansible.module_utils import basic  # noqa: E402
-from ansible.module_utils.testing import patch_module_args  # noqa: E402
+from ansible_collections.gpufleet.cluster.plugins.modules import host_info
+
+_REPO = Path(__file__).resolve().parents[4]
 
 try:
-    from tests.fixtures_path import FIXTURES  # noqa: E402
+    from tests.fixtures_path import FIXTURES
 except ImportError:  # pragma: no cover
     FIXTURES = _REPO.parent / "shared" / "fixtures"
-
-from ansible_collections.gpufleet.cluster.plugins.modules import host_info  # noqa: E402
 
 VENV_BIN = _REPO / ".venv" / "bin"
 LSCPU_DELLA = FIXTURES / "host" / "lscpu-della-h100-node-2x-xeon-8468.txt"
