@@ -145,7 +145,11 @@ def build_driver_packages(out: Path) -> None:
             'if [ "$DRV" != "$FM_VERSION" ]; then\n'
             '  echo "fabric manager NVIDIA GPU driver interface version $FM_VERSION don\'t match with driver version $DRV. '
             'Please update with matching NVIDIA driver package." >&2\n  exit 1\nfi\n'
-            "exec sleep infinity\n")
+            # Forks like the real daemon (Type=forking), so a version mismatch fails `systemctl start`
+            # itself instead of a moment after it.
+            "mkdir -p /run/nvidia-fabricmanager\n"
+            "sleep infinity </dev/null >/dev/null 2>&1 &\n"
+            "echo $! > /run/nvidia-fabricmanager/nv-fabricmanager.pid\n")
         build_deb(
             out, f"nvidia-fabricmanager-{branch}", version,
             provides="nvidia-fabricmanager-any", conflicts="nvidia-fabricmanager-any",
@@ -155,7 +159,8 @@ def build_driver_packages(out: Path) -> None:
                 "/usr/bin/nv-fabricmanager": (fm_script, 0o755),
                 "/usr/share/nvidia/nvswitch/fabricmanager.cfg": ("LOG_LEVEL=4\n", 0o644),
                 "/lib/systemd/system/nvidia-fabricmanager.service": (
-                    "[Unit]\nDescription=NVIDIA fabric manager service\n\n[Service]\nType=simple\n"
+                    "[Unit]\nDescription=NVIDIA fabric manager service\n\n[Service]\nType=forking\n"
+                    "PIDFile=/run/nvidia-fabricmanager/nv-fabricmanager.pid\n"
                     "ExecStart=/usr/bin/nv-fabricmanager -c /usr/share/nvidia/nvswitch/fabricmanager.cfg\n\n"
                     "[Install]\nWantedBy=multi-user.target\n", 0o644),
             },

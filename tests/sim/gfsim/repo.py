@@ -18,7 +18,7 @@ from pathlib import Path
 from . import image, packages, util
 from .util import CACHE_ROOT, DEBIAN_SUITE, log, run
 
-REPO_VERSION = "2"
+REPO_VERSION = "3"
 GNUPGHOME = CACHE_ROOT / "gnupg"
 KEY_DIR = CACHE_ROOT / "keys"
 STANDIN_DEBS = CACHE_ROOT / f"standin-debs-v{REPO_VERSION}"
