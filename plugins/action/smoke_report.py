@@ -97,8 +97,9 @@ class ActionModule(ActionBase):
                 continue
             nodes[host] = node
             outputs[host] = parse_launcher_output(node)
-            if node.get("nccl_tests_log"):
-                nccl_tests_logs[host] = node["nccl_tests_log"]
+            if node.get("nccl_tests_log") or node.get("nccl_tests_rc") not in (None, ""):
+                nccl_tests_logs[host] = {"text": node.get("nccl_tests_log") or "",
+                                         "rc": node.get("nccl_tests_rc")}
         # Unready nodes were left out of the launch; build_report names them from outputs.
         report = sr.build_report(
             cluster=args["cluster"], expected=args["hosts"], nodes=nodes, outputs=outputs, backend=args["backend"],

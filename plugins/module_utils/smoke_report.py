@@ -397,10 +397,13 @@ def build_report(cluster, expected, nodes, outputs, backend, hparams=None, confi
         if nccl.get("cuda") and not versions["cuda"]:
             versions["cuda"] = nccl["cuda"]
     transports = nccl["transports"] if nccl else ["gloo/TCP"]
-    nt = {}
-    for host, text in (nccl_tests_logs or {}).items():
-        if text:
-            nt[host] = parse_nccl_tests(text)
+    # nccl_tests_logs: {host: log text} or {host: {"text": log, "rc": exit status}}.
+    nt, nt_rc = {}, {}
+    for host, log in (nccl_tests_logs or {}).items():
+        text, rc = (log.get("text") or "", log.get("rc")) if isinstance(log, dict) else (log, None)
+        if text or rc not in (None, ""):
+            nt[host] = parse_nccl_tests(text) if text else []
+            nt_rc[host] = None if rc in (None, "") else int(rc)
     report = {
         "schema": REPORT_SCHEMA,
         "cluster": cluster,
@@ -424,6 +427,7 @@ def build_report(cluster, expected, nodes, outputs, backend, hparams=None, confi
         "nccl": nccl,
         "transports": transports,
         "nccl_tests": nt,
+        "nccl_tests_rc": nt_rc,
         "nodes": node_rows,
         "notes": list(notes or []),
         "config": config,
@@ -598,7 +602,13 @@ def evaluate(report, thresholds, baseline=None, tolerance=DEFAULT_TOLERANCE, exp
         else:
             inter = nccl.get("inter_node")
             sockets = [n["name"] for n in report["nodes"] if n.get("inter_node") == "Socket"]
-            if expect_rdma and (inter in (None, "Socket") or sockets):
+            if inter is None and not sockets:
+                # Without NCCL's own word on the network path, a socket fallback cannot be ruled out.
+                checks.append(_check("nccl_transport", "fail",
+                                     "NCCL logged no inter-node transport for %s nodes; rerun with NCCL_DEBUG=INFO "
+                                     "and NCCL_DEBUG_SUBSYS=INIT,NET (or raise the job's --max-nccl-lines)"
+                                     % report["nnodes"], value=None))
+            elif expect_rdma and (inter in (None, "Socket") or sockets):
                 checks.append(_check("nccl_transport", "fail",
                                      "RDMA expected but NCCL used %s%s" % (
                                          inter or "no network transport it logged",
@@ -631,7 +641,18 @@ def evaluate(report, thresholds, baseline=None, tolerance=DEFAULT_TOLERANCE, exp
     if report.get("nccl_tests"):
         problems = []
         for host, tests in sorted(report["nccl_tests"].items()):
+            rc = (report.get("nccl_tests_rc") or {}).get(host)
+            if rc not in (None, 0):
+                problems.append("%s: all_reduce_perf exited with %s%s" % (
+                    host, rc, " (timed out)" if rc in (124, 137) else ""))
+            if not tests:
+                problems.append("%s: all_reduce_perf printed no result table" % host)
             for test in tests:
+                if not test.get("rows"):
+                    problems.append("%s %s: no result rows" % (host, test.get("collective")))
+                elif test.get("out_of_bounds_ok") is None and test.get("avg_busbw_gbps") is None:
+                    problems.append("%s %s: the log stops before its summary; the run did not finish" % (
+                        host, test.get("collective")))
                 if test.get("wrong_total") or test.get("out_of_bounds_ok") is False:
                     problems.append("%s %s: %s wrong, out of bounds %s" % (host, test.get("collective"),
                                                                            test.get("wrong_total"), test.get("out_of_bounds")))

@@ -246,6 +246,13 @@ def test_rdma_cluster_that_fell_back_to_sockets_fails():
     assert _status(ok)["nccl_transport"] == "pass"
 
 
+def test_multinode_nccl_without_a_logged_transport_fails():
+    report = _nccl_report({"n1": [], "n2": []})
+    _judge(report, expect_rdma=False)
+    assert _status(report)["nccl_transport"] == "fail"
+    assert not report["verdict"]["passed"]
+
+
 def test_busbw_thresholds_per_hardware():
     assert sr.busbw_threshold("h100-sxm5-80gb", 8, 1, "nccl")[0] == 460.0
     assert sr.busbw_threshold("h200", 8, 1, "nccl")[0] == 431.0
@@ -269,6 +276,29 @@ def test_nccl_tests_log_becomes_a_check():
     assert _status(report)["nccl_tests"] == "pass"
     # The single node's sweep at 300 GB/s algbw is below the H100 floor of 460 busbw.
     assert _status(report)["busbw_gbps"] == "fail"
+
+
+def test_crashed_or_unfinished_all_reduce_perf_fails():
+    hosts = ["n1"]
+    res = _result(hosts, nproc=8, backend="nccl", gbps=500.0)
+    full = (FIXTURES / "nccl-tests" / "h100-1node-8gpu-nccl2.29.2-tests2.17.8-all-collectives.log").read_text()
+    # The same real log cut before the summary lines, as a killed run leaves it.
+    cut = full[: full.index("# Out of bounds")] if "# Out of bounds" in full else full[: len(full) // 3]
+    cases = {
+        "crash": ({"text": "Segmentation fault (core dumped)\n", "rc": 139}, "exited with 139"),
+        "timeout": ({"text": full, "rc": 124}, "timed out"),
+        "cut": ({"text": cut, "rc": 0}, "did not finish"),
+    }
+    for name, (log, needle) in cases.items():
+        report = sr.build_report("gpuc", hosts, _nodes(hosts, nproc=8, gpus=8), _outputs(hosts, res), "nccl",
+                                 nccl_tests_logs={"n1": log})
+        _judge(report)
+        assert _status(report)["nccl_tests"] == "fail", name
+        assert needle in next(c["message"] for c in report["verdict"]["checks"] if c["name"] == "nccl_tests"), name
+    clean = sr.build_report("gpuc", hosts, _nodes(hosts, nproc=8, gpus=8), _outputs(hosts, res), "nccl",
+                            nccl_tests_logs={"n1": {"text": full, "rc": 0}})
+    _judge(clean)
+    assert _status(clean)["nccl_tests"] == "pass"
 
 
 def test_renderings():
