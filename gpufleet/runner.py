@@ -53,6 +53,7 @@ class PlayTally:
     unreachable: int = 0
     ignored: int = 0
     first_failure: str | None = None
+    failed_tasks: list = field(default_factory=list)
 
     @property
     def status(self) -> str:
@@ -129,6 +130,7 @@ class EventTracker:
                 tally.ignored += 1
             else:
                 tally.failed += 1
+                tally.failed_tasks.append(data.get("task", ""))
                 if tally.first_failure is None:
                     task = data.get("task", "")
                     tally.first_failure = f"{task}: {_one_line(result.get('msg', ''))}".strip(": ")

@@ -15,6 +15,9 @@ from gpufleet.runner import EXIT_NODES_FAILED, EXIT_PASSED, EXIT_RUN_BROKEN, Sta
 SCHEMA_VERSION = "1.0"
 SCHEMA_PATH = Path(__file__).resolve().parent.parent / "docs" / "run-summary.schema.json"
 _RESULT_NAMES = {EXIT_PASSED: "passed", EXIT_NODES_FAILED: "nodes_failed"}
+# The smoke_test role judges the whole job in one run_once task, so Ansible reports its failure on
+# whichever host ran it; the smoke report says which nodes were really at fault.
+SMOKE_VERDICT_TASK = "Judge the run and write the reports"
 
 
 def _load(path: Path):
@@ -77,8 +80,38 @@ def _smoke_verdict(reports: Path) -> dict | None:
     return {"passed": None, "reasons": [], "backend": smoke.get("backend")}
 
 
+def _smoke_attribution(run: StageRun, reports: Path, failed: set[str]) -> tuple[set[str], dict[str, str]]:
+    """Moves a failed smoke verdict from the host that ran it to the nodes the report names.
+
+    Returns the corrected set of failed hosts and each smoke node's status."""
+    smoke = _load(reports / "smoke.json")
+    if not smoke:
+        return failed, {}
+    statuses = {n.get("name"): n.get("status") for n in smoke.get("nodes") or [] if n.get("name")}
+    for missing in smoke.get("missing_nodes") or []:
+        name = missing if isinstance(missing, str) else (missing or {}).get("name")
+        if name:
+            statuses[name] = statuses.get(name) if statuses.get(name) not in (None, "ok") else "missing"
+    if (smoke.get("verdict") or {}).get("passed") is not False:
+        return failed, statuses
+    only_verdict = set()
+    for host in failed:
+        tasks = [t for per_host in run.tracker.tallies.values() if host in per_host
+                 for t in per_host[host].failed_tasks]
+        if tasks and all(t == SMOKE_VERDICT_TASK for t in tasks) and not per_host_unreachable(run, host):
+            only_verdict.add(host)
+    at_fault = {name for name, status in statuses.items() if status != "ok"}
+    # A cluster-wide failure (bandwidth regression, loss not falling) names no single node: every
+    # node of the job is then not ready.
+    blamed = at_fault or set(smoke.get("hosts_expected") or statuses)
+    return (failed - only_verdict) | blamed, statuses
+
+
+def per_host_unreachable(run: StageRun, host: str) -> bool:
+    return any(per_host[host].unreachable for per_host in run.tracker.tallies.values() if host in per_host)
+
+
 def build_summary(run: StageRun, limit: str | None, started_at: datetime) -> dict:
-    code, reason = classify(run)
     reports = run.artifacts / "reports"
     findings = []
     for path in sorted(reports.rglob("*.json")):
@@ -86,10 +119,13 @@ def build_summary(run: StageRun, limit: str | None, started_at: datetime) -> dic
     unique = {json.dumps(f, sort_keys=True): f for f in findings}
     findings = list(unique.values())
     versions = _versions_by_node(reports)
-    bad = failed_hosts(run)
+    code, reason = classify(run)
+    bad, smoke_status = _smoke_attribution(run, reports, failed_hosts(run))
+    if bad != failed_hosts(run) and code != EXIT_RUN_BROKEN:
+        code, reason = EXIT_NODES_FAILED, "nodes failed: " + ", ".join(sorted(bad))
 
     nodes = {}
-    all_hosts = sorted(set(run.tracker.hosts_seen) | set(run.hosts if limit is None else run.tracker.hosts_seen))
+    all_hosts = sorted(set(run.tracker.hosts_seen) | (set(run.hosts) if limit is None else set()) | bad)
     for host in all_hosts:
         stages = {play: per_host[host].as_dict() for play, per_host in run.tracker.tallies.items()
                   if host in per_host}
@@ -105,6 +141,8 @@ def build_summary(run: StageRun, limit: str | None, started_at: datetime) -> dic
             "findings": [f for f in findings if f.get("node") == host],
             "versions": versions.get(host, {}),
         }
+        if host in smoke_status:
+            nodes[host]["smoke_status"] = smoke_status[host]
     return {
         "schema_version": SCHEMA_VERSION,
         "stage": run.stage,

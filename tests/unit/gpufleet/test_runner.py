@@ -1,6 +1,7 @@
 """The pipeline entry point, run for real through ansible-runner on local-connection hosts."""
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -125,3 +126,44 @@ def test_console_script_is_installed_and_documents_exit_codes():
     bin_dir = Path(sys.executable).parent
     out = subprocess.run([str(bin_dir / "gpufleet"), "--help"], capture_output=True, text=True, check=True).stdout
     assert "1 some nodes failed" in out and "2 the run itself broke" in out
+
+
+def _smoke_run(tmp_path, smoke_doc):
+    """A finished run whose smoke verdict task failed on node1, the host that ran it once."""
+    from gpufleet.runner import EventTracker, PlayTally, StageRun
+    from gpufleet.summary import SMOKE_VERDICT_TASK
+
+    reports = tmp_path / "reports"
+    reports.mkdir(parents=True)
+    (reports / "smoke.json").write_text(json.dumps(smoke_doc))
+    tracker = EventTracker(out=open(os.devnull, "w"))
+    tracker.plays = ["Prove the cluster trains"]
+    verdict = PlayTally(ok=5, failed=1, first_failure=f"{SMOKE_VERDICT_TASK}: smoke test FAILED",
+                        failed_tasks=[SMOKE_VERDICT_TASK])
+    tracker.tallies = {"Prove the cluster trains": {"node1": verdict, "node2": PlayTally(ok=5), "node3": PlayTally(ok=5)}}
+    tracker.hosts_seen = ["node1", "node2", "node3"]
+    return StageRun(stage="smoke", inventory=tmp_path / "inv.yml", artifacts=tmp_path, rc=2, tracker=tracker,
+                    hosts=["node1", "node2", "node3"], duration_s=1.0, runner_status="failed")
+
+
+def _smoke_doc(statuses, missing=()):
+    return {"hosts_expected": list(statuses), "missing_nodes": list(missing), "backend": "gloo",
+            "nodes": [{"name": n, "status": s} for n, s in statuses.items()],
+            "verdict": {"passed": False, "reasons": ["x"]}}
+
+
+def test_smoke_failure_is_pinned_on_the_node_the_report_names_not_the_run_once_host(tmp_path):
+    from datetime import datetime, timezone
+    doc = _smoke_doc({"node1": "ok", "node2": "ok", "node3": "rollcall_failed"}, missing=["node3"])
+    summary = build_summary(_smoke_run(tmp_path, doc), None, datetime.now(timezone.utc))
+    assert summary["failed_nodes"] == ["node3"] and summary["ready_nodes"] == ["node1", "node2"]
+    assert summary["exit_code"] == EXIT_NODES_FAILED and summary["reason"] == "nodes failed: node3"
+    assert summary["nodes"]["node3"]["smoke_status"] == "rollcall_failed"
+    jsonschema.validate(summary, json.loads(SCHEMA_PATH.read_text()))
+
+
+def test_cluster_wide_smoke_failure_leaves_no_node_ready(tmp_path):
+    from datetime import datetime, timezone
+    doc = _smoke_doc({"node1": "ok", "node2": "ok", "node3": "ok"})  # e.g. a bandwidth regression
+    summary = build_summary(_smoke_run(tmp_path, doc), None, datetime.now(timezone.utc))
+    assert summary["failed_nodes"] == ["node1", "node2", "node3"] and summary["ready_nodes"] == []
