@@ -20,6 +20,8 @@ set -u -o pipefail
 
 REPO=$(cd "$(dirname "$0")/../.." && pwd)
 OUT=${OUT:-$REPO/tests/output/gpu}
+# A verdict or report left by an earlier run in the same OUT must never stand in for this one.
+rm -rf "$OUT/verdict.txt" "$OUT/reports" "$OUT/ansible-reports" "$OUT/node.json" "$OUT/probe.json"
 mkdir -p "$OUT/captures" "$OUT/modules" "$OUT/reports" "$OUT/work"
 LOG=$OUT/run.log
 : >"$LOG"
@@ -57,6 +59,10 @@ for cand in ${GPUFLEET_GPU_PYTHON:-} "$REPO/.venv/bin/python" python3; do
 done
 BACKEND=nccl
 if [ -z "$PY" ]; then
+  if [ "$NGPU" -gt 0 ]; then
+    # A GPU node whose torch cannot see the GPUs is a failure to report, never a gloo pass.
+    say "nvidia-smi lists $NGPU GPU(s) but no python here has a torch that sees them (set GPUFLEET_GPU_PYTHON)"; exit 1
+  fi
   if [ "${GPUFLEET_ALLOW_CPU:-0}" = 1 ] && [ -n "${CPU_PY:-}" ]; then
     PY=$CPU_PY; BACKEND=gloo; NGPU=0
     say "no CUDA torch: GPUFLEET_ALLOW_CPU=1, running the CPU path with gloo ($PY)"
@@ -146,6 +152,8 @@ for reason in report["verdict"]["reasons"]:
     print("[run_on_gpu]   " + reason)
 open(os.path.join(out_dir, "verdict.txt"), "w").write("passed\n" if report["verdict"]["passed"] else "failed\n")
 PYEOF
+REPORT_RC=$?
+[ "$REPORT_RC" = 0 ] || { say "building the report failed (rc=$REPORT_RC)"; exit 1; }
 
 # ---- 5. the playbook itself, when ansible is here ----------------------------------------------------
 if [ "${GPUFLEET_SKIP_PLAYBOOK:-0}" != 1 ] && command -v ansible-playbook >/dev/null 2>&1 \
@@ -155,7 +163,10 @@ if [ "${GPUFLEET_SKIP_PLAYBOOK:-0}" != 1 ] && command -v ansible-playbook >/dev/
      -e gpufleet_hosts=all -e ansible_host=127.0.0.1 -e "ansible_python_interpreter=$PY" -e "smoke_test_venv=$(dirname "$PYBIN")" \
      -e "gpufleet_report_dir=$OUT/ansible-reports" -e "smoke_test_work_dir=$OUT/work-ansible" \
      -e "smoke_test_backend=$BACKEND" >"$OUT/ansible-playbook.log" 2>&1)
-  say "playbook rc=$? (log $OUT/ansible-playbook.log)"
+  PLAYBOOK_RC=$?
+  say "playbook rc=$PLAYBOOK_RC (log $OUT/ansible-playbook.log)"
+  # The role's own verdict counts as much as the hand-built one.
+  [ "$PLAYBOOK_RC" = 0 ] || exit 1
 fi
 
 [ "$(cat "$OUT/verdict.txt" 2>/dev/null)" = passed ] && exit 0
