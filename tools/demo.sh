@@ -26,7 +26,7 @@ set -e
 echo
 echo "Reports:  $artifacts/summary.json and $artifacts/reports/ (preflight.md, plan.json, health.json, smoke.md, smoke_busbw.svg)"
 echo "Explore:  ansible-playbook playbooks/validate.yml -i $inventory --tags health"
-echo "          ssh -i .sim/$name/id_ed25519 root@node1 is reachable only from this machine's namespaces; use"
 echo "          ansible gpu_nodes -i $inventory -m ansible.builtin.command -a 'nvidia-smi -L'"
+echo "          python tests/sim/simcluster.py fault --name $name node2 ecc-uncorrectable   # then re-run the health checks"
 echo "Remove:   sudo .venv/bin/python tests/sim/simcluster.py down --name $name"
 exit "$rc"
