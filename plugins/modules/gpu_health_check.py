@@ -44,13 +44,8 @@ options:
         C(ecc_correctable_volatile_max), C(ib_expected_ports), C(xid_warn), C(silenced_codes)).
     type: dict
     default: {}
-attributes:
-  check_mode:
-    support: full
-    description: Evaluation only; runs unchanged in check mode.
-  diff_mode:
-    support: none
-    description: Nothing changes.
+extends_documentation_fragment:
+  - gpufleet.cluster.read_only
 author:
   - gpufleet engineers (@gpufleet)
 """

@@ -35,13 +35,8 @@ options:
     description: Also run C(nvidia-smi topo -m) and return RV(topology) when the driver works.
     type: bool
     default: true
-attributes:
-  check_mode:
-    support: full
-    description: The module only reads, so check mode runs it unchanged.
-  diff_mode:
-    support: none
-    description: Nothing changes, so there is no diff.
+extends_documentation_fragment:
+  - gpufleet.cluster.read_only
 notes:
   - Compute capability comes from C(nvidia-smi --query-gpu=compute_cap) where the driver has it
     (R510 and later), else from the collection's GPU model table.
@@ -208,6 +203,7 @@ gpus:
 import os
 
 from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.gpufleet.cluster.plugins.module_utils.c_locale import C_LOCALE
 
 from ansible_collections.gpufleet.cluster.plugins.module_utils.nvidia_smi import (
     NvidiaSmiParseError,
@@ -246,7 +242,7 @@ class GpuInfo(object):
         }
 
     def run(self, args):
-        return self.module.run_command(args, environ_update={"LANG": "C", "LC_ALL": "C", "LANGUAGE": "C"})
+        return self.module.run_command(args, environ_update=C_LOCALE)
 
     def find_nvidia_smi(self):
         name = self.params["nvidia_smi"]
@@ -360,7 +356,7 @@ def build_module():
 
 def main():
     module = build_module()
-    module.run_command_environ_update = {"LANG": "C", "LC_ALL": "C", "LANGUAGE": "C"}
+    module.run_command_environ_update = C_LOCALE
     module.exit_json(**GpuInfo(module).gather())
 
 

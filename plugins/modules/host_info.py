@@ -40,13 +40,8 @@ options:
       - Root of the file system for C(etc/os-release), C(.dockerenv) and C(run/.containerenv).
     type: path
     default: /
-attributes:
-  check_mode:
-    support: full
-    description: The module only reads, so check mode runs it unchanged.
-  diff_mode:
-    support: none
-    description: Nothing changes, so there is no diff.
+extends_documentation_fragment:
+  - gpufleet.cluster.read_only
 seealso:
   - module: gpufleet.cluster.rdma_info
   - module: gpufleet.cluster.gpu_info
@@ -241,6 +236,7 @@ import os
 import platform
 
 from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.gpufleet.cluster.plugins.module_utils.c_locale import C_LOCALE
 from ansible_collections.gpufleet.cluster.plugins.module_utils.host import (
     detect_virtualization,
     parse_cpuinfo,
@@ -255,8 +251,6 @@ from ansible_collections.gpufleet.cluster.plugins.module_utils.host import (
     read_secure_boot_efivar,
     read_text,
 )
-
-C_LOCALE = {"LANG": "C", "LC_ALL": "C", "LANGUAGE": "C"}
 
 
 def build_module():

@@ -47,13 +47,8 @@ options:
         returning the error in RV(errors).
     type: bool
     default: false
-attributes:
-  check_mode:
-    support: full
-    description: The module only reads, so check mode runs it unchanged.
-  diff_mode:
-    support: none
-    description: Nothing changes, so there is no diff.
+extends_documentation_fragment:
+  - gpufleet.cluster.read_only
 notes:
   - ibstat runs with C(LC_ALL=C) so its output parses in every locale.
   - Ports count as active only when State is V(Active) and Physical state is V(LinkUp).
@@ -197,13 +192,12 @@ ibstat_rc:
 import os
 
 from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.gpufleet.cluster.plugins.module_utils.c_locale import C_LOCALE
 from ansible_collections.gpufleet.cluster.plugins.module_utils.ibstat import (
     active_ports,
     parse_ibstat_with_errors,
     read_ib_sysfs,
 )
-
-C_LOCALE = {"LANG": "C", "LC_ALL": "C", "LANGUAGE": "C"}
 
 
 def build_module():
