@@ -22,6 +22,7 @@ Rule groups, each a small pure function (docs/compatibility.md has the decisions
 
 from __future__ import annotations
 
+import functools
 import re
 
 try:  # collection import path (Ansible, pytest with the collections/ path)
@@ -58,7 +59,12 @@ KNOWN_KEYS = {
 
 def vkey(version):
     """Sortable key for dotted numeric versions ("535.54.03" -> (535, 54, 3))."""
-    return tuple(int(p) for p in re.findall(r"\d+", str(version)))
+    return _vkey(str(version))
+
+
+@functools.lru_cache(maxsize=4096)
+def _vkey(text):
+    return tuple(int(p) for p in re.findall(r"\d+", text))
 
 
 def _mm(version):
@@ -207,10 +213,15 @@ def resolve_os(value, arch):
 
 def repository_cuda_releases(distro):
     """The CUDA X.Y toolkits of the data that NVIDIA's ``distro`` repository carries."""
+    return list(_repository_cuda_releases(distro))
+
+
+@functools.lru_cache(maxsize=None)
+def _repository_cuda_releases(distro):
     rng = _data.REPO_CUDA_RANGE[distro]
-    return [c for c in _CUDA_KEYS
-            if (rng["first"] is None or vkey(c) >= vkey(rng["first"]))
-            and (rng["last"] is None or vkey(c) <= vkey(rng["last"]))]
+    return tuple(c for c in _CUDA_KEYS
+                 if (rng["first"] is None or vkey(c) >= vkey(rng["first"]))
+                 and (rng["last"] is None or vkey(c) <= vkey(rng["last"])))
 
 
 # ---------------------------------------------------------------- GPUs
@@ -855,6 +866,11 @@ def solve(request):
 
 def quick_ok(cuda_key, torch_key, ccs, branch=None, compat="full", allow_mismatch=False, distro=None):
     """True when (cuda, torch) passes every rule for these compute capabilities (and OS repository)."""
+    return _quick_ok(cuda_key, torch_key, tuple(ccs), branch, compat, allow_mismatch, distro)
+
+
+@functools.lru_cache(maxsize=65536)
+def _quick_ok(cuda_key, torch_key, ccs, branch, compat, allow_mismatch, distro):
     if distro is not None and cuda_key not in repository_cuda_releases(distro):
         return False
     if not hardware_supports(cuda_key, ccs):
