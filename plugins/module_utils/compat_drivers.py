@@ -56,7 +56,7 @@ DRIVER_BRANCHES = {
         "versions": ["530.30.02", "530.41.03"],
         "recommended": "530.41.03",
         "max_cuda": "12.1",
-        "type": "NFB",
+        "type": "",
         "eol": True,
         "source": _KEYLASE + "; 530.30.02 is the CUDA 12.1/12.1.1 driver (Table 3); eol: not in " + _SUPPORT,
     },
