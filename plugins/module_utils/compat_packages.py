@@ -139,7 +139,9 @@ DRIVER_PACKAGE_GRAPHS = {
                             "switch_to": [
                                 {"action": "remove", "packages": ["nvidia-kernel-open-dkms"], "options": ["--purge"]},
                                 {"action": "install", "packages": ["cuda-drivers-{B}"], "options": []}]},
-            "verified": {"packages": True, "switch": False},
+            # The guide's Debian commands name unversioned cuda-drivers; the branch-pinned
+            # cuda-drivers-<B> follows the Ubuntu repository's pattern and was not seen for Debian.
+            "verified": {"packages": False, "switch": False},
             "source": ("NVIDIA CUDA downloads page, Debian 12 network install, 'Driver Installer': 'To install the "
                        "open kernel module flavor: sudo apt-get install -y nvidia-kernel-open-dkms; sudo apt-get "
                        "install -y cuda-drivers' (quoted verbatim in public setup notes for CUDA 12.3-12.5); "

@@ -53,8 +53,8 @@ def render_tables():
             eol = "yes" + (" (%s)" % e["eol_date"] if e.get("eol_date") else "")
         else:
             eol = "no (until %s)" % e["eol_date"] if e.get("eol_date") else "no"
-        w("| R%s | %s | %s | %s | %s | %s |" % (b, e.get("type") or "not sourced", eol, e["max_cuda"],
-                                              e["recommended"], ", ".join(e["versions"])))
+        row = (b, e.get("type") or "not sourced", eol, e["max_cuda"], e["recommended"], ", ".join(e["versions"]))
+        w("| R%s | %s | %s | %s | %s | %s |" % row)
     w("\nDefault branch order when the request names none: %s." % ", ".join("R" + b for b in d.DEFAULT_BRANCH_PREFERENCE))
     w("\n### PyTorch wheels\n")
     w("| torch | CUDA variants (download.pytorch.org/whl/<variant>) | default PyPI variant | torchvision | torchaudio | NCCL in the default wheel |")
