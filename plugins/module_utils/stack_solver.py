@@ -521,7 +521,12 @@ def check_repository(distro, cuda_key, request, ccs, torch_key, allow_mismatch, 
         return ["REPO_LACKS_CUDA"]
     rng = _data.REPO_CUDA_RANGE[distro]
     alts = alternatives(request, ccs, torch_key, allow_mismatch, compat, distro=distro)
-    others = sorted(k for k, v in _data.REPO_DISTROS.items() if cuda_key in repository_cuda_releases(v[0]))
+    branch = request.get("driver_branch")
+    branch = _normalise_branch(branch) if branch not in (None, "") else None
+    branch = branch if branch in _data.DRIVER_BRANCHES else None
+    # other OSes only where the rest of the request (GPUs, torch, branch) solves there too
+    others = sorted(k for k, v in _data.REPO_DISTROS.items()
+                    if quick_ok(cuda_key, torch_key, ccs, branch, compat, allow_mismatch, v[0]))
     msg = ("NVIDIA's %s repository does not carry CUDA %s (it carries %s; %s)." % (
         distro, cuda_key, ", ".join(carried), rng["source"]))
     if alts:

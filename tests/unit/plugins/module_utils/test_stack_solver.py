@@ -532,3 +532,24 @@ def test_published_pairs_all_plan():
                     assert not math.isnan(float(vkey(plan["driver_recommended_version"])[0]))
                     planned += 1
     assert planned >= 40
+
+
+@pytest.mark.parametrize("os_key", sorted(data.REPO_DISTROS))
+def test_property_every_os(os_key):
+    """Every OS x CUDA x a GPU per architecture family x torch: each plan holds every rule, with NVIDIA's
+    package names for that OS; each refusal names a rule that applies and alternatives that solve."""
+    counts = {"plans": 0, "refusals": 0}
+    for cuda in CUDAS:
+        for gpu in ("Tesla V100-SXM2-32GB", "Tesla T4", "NVIDIA H100 80GB HBM3", "NVIDIA GH200 480GB", "NVIDIA B200"):
+            for torch in ("2.1.2", "2.7.1", "2.9.1"):
+                request = {"gpus": [gpu] * 4, "cuda": cuda, "torch": torch, "os": os_key, "nvswitch": True}
+                try:
+                    plan = solve(request)
+                except StackError as err:
+                    check_refusal(err, request)
+                    counts["refusals"] += 1
+                else:
+                    check_plan(plan, request)
+                    assert plan["os"] == os_key
+                    counts["plans"] += 1
+    assert counts["plans"] > 0 and counts["refusals"] > 0
