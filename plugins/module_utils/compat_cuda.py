@@ -144,10 +144,10 @@ _CUDA13_DROP = ("NVIDIA CUDA 13.0 release notes, Deprecated Architectures: 'Arch
                 "CUDA Toolkits through the 12.x series to build applications for these architectures will "
                 "continue to be supported'")
 CC_SUPPORT = {
-    "6.0": {"first_cuda": "8.0", "last_cuda": "12.9", "architecture": "Pascal",
+    "6.0": {"first_cuda": "8.0", "last_cuda": "12.9",
             "source": _CUDA13_DROP + "; first CUDA: NVIDIA CUDA GPUs list"},
-    "6.1": {"first_cuda": "8.0", "last_cuda": "12.9", "architecture": "Pascal", "source": "as 6.0"},
-    "7.0": {"first_cuda": "9.0", "last_cuda": "12.9", "architecture": "Volta",
+    "6.1": {"first_cuda": "8.0", "last_cuda": "12.9", "source": "as 6.0"},
+    "7.0": {"first_cuda": "9.0", "last_cuda": "12.9",
             "source": "first: NVIDIA table 'CUDA SDK 9.0-9.2 support compute capability 3.0-7.0'; last: "
                       + _CUDA13_DROP},
     "7.5": {"first_cuda": "10.0", "last_cuda": None,
