@@ -526,3 +526,19 @@ def test_node_without_hcas_fails_against_the_cluster_majority_and_the_profile():
     assert [f["code"] for f in lone] == ["IB_HCA_COUNT_LOW"]
     assert health.check_ib_ports("solo", facts["node2"]["rdma_info"], {"ib_cluster_hca_counts": [0]}) == []
     assert health.expected_hca_count({"ib_cluster_hca_counts": [9, 0]}) == 9  # a tie takes the larger
+
+
+def test_module_types_string_thresholds_from_extra_vars(capsys):
+    """-e values arrive as strings: '50000' must be a number and 'false' a boolean, not a crash."""
+    facts = cluster()["node1"]
+    facts["gpu_info"]["gpus"][4]["ecc_errors"]["volatile"]["correctable"] = 20000
+    strings = {"ecc_correctable_volatile_max": "50000", "ecc_required": "false", "xid_warn": ["13", "94"],
+               "ib_expected_hca_count": "9", "throttle_warn_reasons": []}
+    out = _run_module(capsys, dict(node="node1", thresholds=strings, **facts))
+    assert "failed" not in out, out.get("msg")
+    assert "ECC_CORRECTABLE_HIGH" not in {f["code"] for f in out["findings"]}  # 20000 <= 50000
+    low = _run_module(capsys, dict(node="node1", thresholds=dict(strings, ecc_correctable_volatile_max="10000"),
+                                   **facts))
+    assert "ECC_CORRECTABLE_HIGH" in {f["code"] for f in low["findings"]}
+    bad = _run_module(capsys, {"node": "n", "thresholds": {"ecc_correctable_volatile_max": "lots"}})
+    assert bad["failed"] and "ecc_correctable_volatile_max" in bad["msg"]
