@@ -344,3 +344,56 @@ def test_huge_csv_field_in_compute_cap_query_keeps_the_table_value(monkeypatch, 
         "-q": (0, H100_VM.read_text(), ""), "--query-gpu": (0, huge, ""), "topo": (1, "", "")})
     assert result["status"] == "ok" and "failed" not in result
     assert result["gpus"][0]["compute_capability_source"] == "model_table"
+
+
+def test_hung_node_is_a_named_driver_error_while_the_other_node_finishes(tmp_path):
+    """Two hosts in one play: ``hung`` has an nvidia-smi that never answers, ``good`` one that
+    replays the real 8x H100 capture. The hung one fails health as DRIVER_NOT_LOADED by name,
+    within its timeout; the good one's facts and verdict come back in the same run."""
+    (tmp_path / "hung").mkdir()
+    (tmp_path / "good").mkdir()
+    hung = stand_in(tmp_path / "hung", "sleep 300\n")
+    good = stand_in(tmp_path / "good", (
+        'case "$1" in\n  -q) cat "%s" ;;\n  *) echo \'Field "compute_cap" is not a valid field to query.\'; exit 2 ;;\n'
+        'esac\n') % H100_X8)
+    out = tmp_path / "out"
+    out.mkdir()
+    inventory = tmp_path / "hosts.yml"
+    local = {"ansible_connection": "local", "ansible_python_interpreter": str(VENV_BIN / "python")}
+    inventory.write_text(json.dumps({"all": {"hosts": {"hung": dict(local, smi=str(hung)),
+                                                       "good": dict(local, smi=str(good))}}}))
+    play = tmp_path / "play.yml"
+    play.write_text("""
+- hosts: all
+  gather_facts: false
+  tasks:
+    - gpufleet.cluster.gpu_info:
+        nvidia_smi: "{{ smi }}"
+        pci_sysfs_path: "%s"
+        include_topology: false
+        timeout: 3
+      register: gpu
+    - gpufleet.cluster.gpu_health_check:
+        node: "{{ inventory_hostname }}"
+        gpu_info: "{{ gpu }}"
+        thresholds: {throttle_warn_reasons: [], pcie_check: false}
+      register: verdict
+    - ansible.builtin.copy:
+        content: "{{ {'gpu': gpu, 'verdict': verdict.result} | to_json }}"
+        dest: "%s/{{ inventory_hostname }}.json"
+        mode: "0644"
+""" % (tmp_path / "no-sysfs", out))
+    started = time.monotonic()
+    proc = ansible("ansible-playbook", "-i", str(inventory), str(play))
+    elapsed = time.monotonic() - started
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
+    assert elapsed < 90, elapsed
+    hung_result = json.loads((out / "hung.json").read_text())
+    good_result = json.loads((out / "good.json").read_text())
+    assert hung_result["gpu"]["status"] == "driver_error" and hung_result["gpu"]["timed_out"] is True
+    assert hung_result["verdict"]["status"] == "fail"
+    finding = hung_result["verdict"]["findings"][0]
+    assert finding["code"] == "DRIVER_NOT_LOADED" and finding["node"] == "hung"
+    assert "did not answer within 3 s" in finding["message"]
+    assert good_result["gpu"]["status"] == "ok" and good_result["gpu"]["driver_gpu_count"] == 8
+    assert good_result["verdict"]["status"] != "fail", good_result["verdict"]["lines"]
