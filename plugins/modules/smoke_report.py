@@ -84,9 +84,9 @@ options:
     default: false
   rdma_gbps_per_node:
     description:
-      - Active RDMA line rate of one node in Gb/s for the multi-node busbw floor. Omitted: the
-        lowest of every node's own rate (C(rdma_gbps) in each node's record), so the floor never
-        comes from the host that happens to judge.
+      - Active RDMA line rate of one node in Gb/s for the multi-node busbw floor. When omitted, the
+        lowest of every node's own rate (C(rdma_gbps) in each node's record) is used, so the floor
+        never comes from the host that happens to judge.
     type: float
   sim:
     description: The cluster is simulated; GPUs that nvidia-smi stand-ins report but torch cannot see are expected.
