@@ -163,6 +163,12 @@ def model_remaps_rows(gpu):
                  and model.get("architecture") not in ("Pascal", "Volta", "Turing"))
 
 
+def model_retires_pages(gpu):
+    """Data-centre GPUs with ECC before Ampere (P100, V100, T4) repair memory by retiring pages."""
+    model = gpu_model(gpu)
+    return bool(model and model_has_ecc(gpu) and model.get("architecture") in ("Pascal", "Volta", "Turing"))
+
+
 def _mig_on(gpu):
     return ((gpu.get("mig_mode") or {}).get("current") or "") == "enabled"
 
@@ -325,6 +331,17 @@ def _check_memory_retirement(node, gpu, opts):
                 "Take the GPU out of service and open an RMA (the memory cannot be repaired in place)",
                 value=True, threshold=False, counter="remapped_rows.failure", **ref))
     pages = gpu.get("retired_pages")
+    ecc_on = to_bool((gpu.get("ecc_mode") or {}).get("current")) is True
+    if model_retires_pages(gpu) and ecc_on and (
+            not pages or to_int(pages.get("single_bit")) is None or to_int(pages.get("double_bit")) is None):
+        # An unreadable count is not 0: without it the page-retirement table cannot be judged.
+        out.append(make_finding(
+            "RETIRED_PAGES_UNREADABLE", "fail", node,
+            "%s (%s) retires pages but its retired-page counts cannot be read (%s)" % (
+                _name(gpu), gpu.get("name"), pages if pages else "no retired-pages section"),
+            "Run nvidia-smi -q -d PAGE_RETIREMENT -i %s; reset the GPU or reboot if it reads N/A or an error"
+            % gpu.get("index"),
+            value=pages, threshold="readable", counter="retired_pages", **ref))
     if pages:
         sbe = to_int(pages.get("single_bit")) or 0
         dbe = to_int(pages.get("double_bit")) or 0

@@ -33,6 +33,7 @@ A100_MIG = "nvidia-smi-xml/a100-sxm4-40gb-mig-drv510.47.03-cuda11.6.xml"
 P100_SBE = "nvidia-smi-xml/tesla-p100-pcie-16gb-drv510.47.03-cuda11.6-ecc-aggregate-sbe3.xml"
 IB8 = "ibstat/h100-cx7-400-ib-x8-plus-bf3-bond-eth-200.txt"
 H100_VM = "nvidia-smi-q/h100-sxm-80gb-hbm3-vm-drv590.48.01-cuda13.1-load.txt"
+V100S_X8 = "nvidia-smi-xml/v100s-pcie-32gb-x8-drv460.73.01-cuda11.2.xml"
 RTX4090 = "nvidia-smi-xml/rtx4090-drv535.86.05-cuda12.2.xml"
 NODES = ("node1", "node2", "node3")
 
@@ -542,3 +543,12 @@ def test_module_types_string_thresholds_from_extra_vars(capsys):
     assert "ECC_CORRECTABLE_HIGH" in {f["code"] for f in low["findings"]}
     bad = _run_module(capsys, {"node": "n", "thresholds": {"ecc_correctable_volatile_max": "lots"}})
     assert bad["failed"] and "ecc_correctable_volatile_max" in bad["msg"]
+
+
+def test_unreadable_retired_page_count_on_a_page_retiring_gpu_fails():
+    """The real 8x V100S capture with GPU1's single-bit retired count edited to Unknown Error."""
+    text = edited(V100S_X8, "<retired_count>0</retired_count>", "<retired_count>Unknown Error</retired_count>", gpu=1)
+    gpu_info = gpu_info_from_text(text)
+    assert _codes(gpu_info, 1).get("RETIRED_PAGES_UNREADABLE") == "fail"
+    assert not [f for f in health.check_gpus("n", gpu_info) if f["code"] == "RETIRED_PAGES_UNREADABLE"
+                and f["gpu_index"] != 1]
