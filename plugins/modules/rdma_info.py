@@ -282,6 +282,8 @@ def gather(module):
 
 def main():
     module = build_module()
+    if module.params["timeout"] <= 0:
+        module.fail_json(msg="timeout must be a positive number of seconds, got %d" % module.params["timeout"])
     module.exit_json(**gather(module))
 
 

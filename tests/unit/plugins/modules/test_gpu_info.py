@@ -397,3 +397,8 @@ def test_hung_node_is_a_named_driver_error_while_the_other_node_finishes(tmp_pat
     assert "did not answer within 3 s" in finding["message"]
     assert good_result["gpu"]["status"] == "ok" and good_result["gpu"]["driver_gpu_count"] == 8
     assert good_result["verdict"]["status"] != "fail", good_result["verdict"]["lines"]
+
+
+def test_non_positive_timeout_is_a_clear_error(monkeypatch, capsys, tmp_path):
+    result, calls = run_module(monkeypatch, capsys, {"pci_sysfs_path": str(tmp_path), "timeout": -5}, {})
+    assert result["failed"] and "got -5" in result["msg"] and calls == []

@@ -245,3 +245,11 @@ def test_hung_ibstat_is_killed_at_the_timeout_and_named(monkeypatch, capsys, tmp
     assert "%s did not answer within 1 s and was killed" % ibstat in result["errors"]
     # The half-printed listing is not taken for the node's ports.
     assert result["cas"] == [] and result["source"] == "none"
+
+
+def test_non_positive_timeout_is_a_clear_error(capsys, no_sysfs):
+    with patch_module_args(dict(no_sysfs, timeout=0)):
+        with pytest.raises(SystemExit):
+            rdma_info.main()
+    result = json.loads(capsys.readouterr().out)
+    assert result["failed"] and "timeout must be a positive number of seconds, got 0" in result["msg"]
