@@ -30,7 +30,7 @@ class Collection:
     @property
     def version(self) -> str:
         for line in (self.root / "galaxy.yml").read_text().splitlines():
-            key, _, value = line.partition(":")
+            key, _sep, value = line.partition(":")
             if key.strip() == "version":
                 return value.strip().strip("'\"")
         return "unknown"

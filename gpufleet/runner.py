@@ -127,6 +127,8 @@ class PlayTally:
         }
 
 
+_NOT_EVIDENCE_ACTIONS = {"ansible.builtin.validate_argument_spec", "validate_argument_spec"}
+
 _COLOURS = {"failed": "31", "unreachable": "31", "changed": "33", "ok": "32", "passed": "32"}
 
 
@@ -152,6 +154,7 @@ class EventTracker:
     plays: list[str] = field(default_factory=list)
     tallies: dict[str, dict[str, PlayTally]] = field(default_factory=dict)
     hosts_seen: list[str] = field(default_factory=list)
+    hosts_checked: list[str] = field(default_factory=list)  # hosts that ran a task about the node itself
     error_lines: list[str] = field(default_factory=list)
     colour: bool = False
     lock: threading.Lock = field(default_factory=threading.Lock)
@@ -210,6 +213,9 @@ class EventTracker:
             self._task_done.add(host)
         if host not in self.hosts_seen:
             self.hosts_seen.append(host)
+        # Role argument validation runs under every --tags; it checks input, not the node.
+        if data.get("task_action") not in _NOT_EVIDENCE_ACTIONS and host not in self.hosts_checked:
+            self.hosts_checked.append(host)
         tally = self.tallies[self._current_play].setdefault(host, PlayTally())
         result = data.get("res") or {}
         if kind == "runner_on_ok":
@@ -541,6 +547,9 @@ def classify(run: StageRun) -> tuple[int, str]:
     failed = failed_hosts(run)
     unreachable = unreachable_hosts(run)
     seen = set(run.tracker.hosts_seen)
+    if run.rc == 0 and not run.tracker.hosts_checked:
+        # Nothing was checked (e.g. --tags or --skip-tags left no task): no evidence is no pass.
+        return EXIT_RUN_BROKEN, "no task ran on any node (do --tags/--skip-tags/--limit leave anything to run?)"
     if run.rc == 0 and not failed:
         return EXIT_PASSED, "all nodes passed"
     if seen and unreachable == seen:

@@ -174,7 +174,7 @@ def build_summary(run: StageRun, limit: str | None, started_at: datetime) -> dic
         "smoke": _smoke_verdict(reports),
         "artifacts": {
             "directory": str(run.artifacts),
-            "events": str(run.artifacts / "runner" / "artifacts" / "run" / "job_events"),
+            "events": str(run.artifacts / "runner" / "job_events"),
             "reports": sorted(str(p) for p in reports.rglob("*") if p.is_file()),
         },
     }
