@@ -10,10 +10,10 @@
 set -euo pipefail
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$repo"
-mode=controller
+mode="controller"
 case "${1:-}" in
-  --test) mode=test ;;
-  --check) mode=check ;;
+  --test) mode="test" ;;
+  --check) mode="check" ;;
   "") ;;
   *) echo "setup: unknown option $1 (use --test, --check or nothing)" >&2; exit 2 ;;
 esac

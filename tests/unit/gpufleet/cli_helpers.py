@@ -10,7 +10,6 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-import pytest
 
 REPO = Path(__file__).resolve().parents[3]
 

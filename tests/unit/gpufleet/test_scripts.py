@@ -49,10 +49,9 @@ def _as_nobody(tmp_path, with_sudo):
         fake.chmod(0o755)
     path = f"{bindir}:/usr/bin:/bin"
     try:
-        return subprocess.run(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "env", f"PATH={path}",
-                           "bash", str(REPO / "tools" / "demo.sh")], capture_output=True, text=True,
-                              check=False,
-                              cwd="/", timeout=60)
+        command = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "env", f"PATH={path}",
+                   "bash", str(REPO / "tools" / "demo.sh")]
+        return subprocess.run(command, capture_output=True, text=True, check=False, cwd="/", timeout=60)
     finally:
         shutil.rmtree(bindir)
 
