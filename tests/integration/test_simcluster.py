@@ -10,28 +10,14 @@ from pathlib import Path
 
 import pytest
 
-from conftest import SIMCLUSTER, bring_up, free_subnet, simlib, simnet, tear_down
+from conftest import SIMCLUSTER, bring_up, free_subnet, simlib, tear_down
 
 pytestmark = pytest.mark.sim
 
 
 def leftovers(name: str) -> list[str]:
-    """Everything of cluster `name` that the host still shows."""
-    found = []
-    netns = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True, check=False).stdout
-    found += [f"netns {line}" for line in netns.splitlines() if line.startswith(simnet.netns_prefix(name))]
-    links = subprocess.run(["ip", "-o", "link", "show"], capture_output=True, text=True, check=False).stdout
-    tag = simnet.short_id(name)
-    found += [f"link {line.split(':')[1].strip()}" for line in links.splitlines() if tag in line.split(":")[1]]
-    mounts = subprocess.run(["findmnt", "-rn", "-o", "TARGET"], capture_output=True, text=True, check=False).stdout
-    sdir = str(simlib.state_dir(name))
-    found += [f"mount {m}" for m in mounts.split() if m.startswith(sdir)]
-    ps = subprocess.run(["ps", "-eo", "pid,stat,args"], capture_output=True, text=True, check=False).stdout
-    found += [f"process {line.strip()}" for line in ps.splitlines()
-              if sdir in line and " Z" not in line and "ps -eo" not in line]
-    if Path(sdir).exists():
-        found.append(f"state dir {sdir}")
-    return found
+    """Everything of cluster `name` that the host still shows (shared with molecule's destroy)."""
+    return simlib.leftovers(name)
 
 
 # --- the shared session cluster ----------------------------------------------------------

@@ -5,6 +5,7 @@
                      [--capture NODE=FILE ...] [--fault NODE=FAULT ...] [--preinstall driver=535.183.01]
                      [--preinstall torch] [--inventory PATH]
     simcluster.py down [--name N | --all]
+    simcluster.py leftovers --name N      # exit 1 naming what `down` left (netns, link, mount, process)
     simcluster.py status [--name N]
     simcluster.py fault [--name N] NODE FAULT
     simcluster.py clear [--name N] NODE [FAULT]
@@ -53,6 +54,9 @@ def main(argv=None) -> int:
     p_down = sub.add_parser("down", help="remove the cluster and every trace of it")
     p_down.add_argument("--name", default=cluster.DEFAULT_NAME)
     p_down.add_argument("--all", action="store_true", help="remove every cluster this clone brought up")
+
+    p_left = sub.add_parser("leftovers", help="list what the host still holds of a cluster; exit 1 if anything")
+    p_left.add_argument("--name", default=cluster.DEFAULT_NAME)
 
     p_status = sub.add_parser("status", help="list clusters and nodes")
     p_status.add_argument("--name")
@@ -112,6 +116,13 @@ def main(argv=None) -> int:
             cluster.down(name)
             print(f"Cluster '{name}' removed.")
         return 0
+    if args.cmd == "leftovers":
+        found = cluster.leftovers(args.name)
+        for item in found:
+            print(item)
+        if found:
+            print(f"cluster '{args.name}': {len(found)} things left behind", file=sys.stderr)
+        return 1 if found else 0
     if args.cmd == "status":
         info = cluster.status(args.name)
         if args.json:

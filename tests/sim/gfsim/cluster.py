@@ -339,6 +339,27 @@ def down(name: str) -> None:
         shutil.rmtree(sdir)
 
 
+def leftovers(name: str) -> list[str]:
+    """Everything of cluster `name` the host still shows: namespaces, links, mounts, processes, state.
+
+    Empty after a clean `down`; the integration tests and molecule's destroy both check it."""
+    found = []
+    netns = run(["ip", "netns", "list"], check=False, capture=True).stdout
+    found += [f"netns {line}" for line in netns.splitlines() if line.startswith(network.netns_prefix(name))]
+    links = run(["ip", "-o", "link", "show"], check=False, capture=True).stdout
+    tag = network.short_id(name)
+    found += [f"link {line.split(':')[1].strip()}" for line in links.splitlines() if tag in line.split(":")[1]]
+    mounts = run(["findmnt", "-rn", "-o", "TARGET"], check=False, capture=True).stdout
+    sdir = str(state_dir(name))
+    found += [f"mount {m}" for m in mounts.split() if m.startswith(sdir)]
+    ps = run(["ps", "-eo", "pid,stat,args"], check=False, capture=True).stdout
+    found += [f"process {line.strip()}" for line in ps.splitlines()
+              if sdir in line and " Z" not in line and "ps -eo" not in line]
+    if Path(sdir).exists():
+        found.append(f"state dir {sdir}")
+    return found
+
+
 def status(name: str | None) -> list[dict]:
     names = [name] if name else sorted(p.name for p in STATE_ROOT.glob("*") if (p / "state.json").exists())
     result = []
