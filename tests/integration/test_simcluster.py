@@ -178,14 +178,18 @@ def test_ecc_pending_becomes_current_after_a_reboot(driver_cluster):
 
 
 def test_reported_driver_follows_the_installed_package(driver_cluster):
+    """A branch change (R535 -> R550, proprietary): install the new set, remove the old in the
+    same transaction (apt will not drop the old branch on its own, see the manifests' Conflicts)."""
     q = "nvidia-smi -q | grep -E '^(Driver|CUDA) Version'"
     before = driver_cluster.ssh("node2", "nvidia-smi -q -x | grep -E '<(driver|cuda)_version>'").stdout
     assert "535.183.01" in before and "<cuda_version>12.2</cuda_version>" in before
-    out = driver_cluster.ssh("node2", "DEBIAN_FRONTEND=noninteractive apt-get install -y nvidia-driver-550 2>&1")
+    new = newest(UBUNTU, "nvidia-driver-550").split("-")[0]
+    install = " ".join(UBUNTU.preinstall_pins(new, "proprietary"))
+    remove = " ".join(p.split("=")[0] + "-" for p in UBUNTU.preinstall_pins("535.183.01", "proprietary"))
+    out = driver_cluster.ssh("node2", f"DEBIAN_FRONTEND=noninteractive apt-get install -y {install} {remove} 2>&1")
     assert out.returncode == 0, out.stdout
     after = driver_cluster.ssh("node2", "nvidia-smi -q -x | grep -E '<(driver|cuda)_version>'").stdout
-    want = newest(UBUNTU, "nvidia-driver-550").split("-")[0]
-    assert f"<driver_version>{want}</driver_version>" in after and "<cuda_version>12.4</cuda_version>" in after
+    assert f"<driver_version>{new}</driver_version>" in after and "<cuda_version>12.4</cuda_version>" in after
     text = driver_cluster.ssh("node1", q).stdout
     assert "535.183.01" in text and "12.2" in text
 

@@ -186,10 +186,12 @@ def install_driver(state: dict, node_name: str, manifest: manifest_lib.Manifest,
     flavour's driver packages (every one pinned to the version, so an older release stays put)."""
     keyring_url = f"{state['repo_url']}/{manifest.repository}/x86_64/cuda-keyring_{manifest.keyring['version']}_all.deb"
     pins = " ".join(manifest.preinstall_pins(version, flavour))
+    auto = " ".join(manifest.preinstall_auto(version, flavour))
     ssh(state, node_name,
         f"python3 -c 'import urllib.request as u; u.urlretrieve(\"{keyring_url}\", \"/tmp/cuda-keyring.deb\")' && "
         "dpkg -i /tmp/cuda-keyring.deb >/dev/null && rm -f /tmp/cuda-keyring.deb && apt-get update -qq && "
-        f"DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends {pins} >/dev/null",
+        f"DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends {pins} >/dev/null && "
+        f"apt-mark auto {auto} >/dev/null",
         check=True)
 
 

@@ -54,6 +54,7 @@ class Manifest:
     entries: list[Entry]
     keyring: dict
     preinstall: dict[str, list[str]]
+    preinstall_manual: dict[str, list[str]] = field(default_factory=dict)
     file: Path = field(default=Path())
 
     def versions(self, name: str) -> list[str]:
@@ -88,6 +89,12 @@ class Manifest:
                 raise ManifestError(f"{self.repository}: preinstall names {name}, which the manifest has not at {upstream}")
             pins.append(f"{name}={match[0].version}")
         return pins
+
+    def preinstall_auto(self, upstream: str, flavour: str) -> list[str]:
+        """The preinstalled packages a user would not have named (apt-mark auto)."""
+        branch = upstream.split(".")[0]
+        manual = {t.format(branch=branch) for t in self.preinstall_manual.get(flavour, [])}
+        return [p.split("=")[0] for p in self.preinstall_pins(upstream, flavour) if p.split("=")[0] not in manual]
 
 
 def _as_tuple(value) -> tuple[str, ...]:
@@ -141,7 +148,8 @@ def load(path: Path) -> Manifest:
         entries.append(_entry(raw, where))
     manifest = Manifest(repository=data["repository"], path=data["path"], os=data["os"], sources=sources,
                         driver_releases=data.get("driver_releases") or [], entries=entries,
-                        keyring=data["keyring"], preinstall=data.get("preinstall") or {}, file=Path(path))
+                        keyring=data["keyring"], preinstall=data.get("preinstall") or {},
+                        preinstall_manual=data.get("preinstall_manual") or {}, file=Path(path))
     validate(manifest)
     return manifest
 

@@ -82,6 +82,8 @@ def test_preinstall_pins_every_flavour_package_and_refuses_unknown_releases():
     assert "nvidia-dkms-535=535.54.03-0ubuntu1" in pins and "cuda-drivers-535=535.54.03-1" in pins
     assert not any("open" in p for p in pins)
     assert "nvidia-kernel-open-535=535.54.03-0ubuntu1" in m.preinstall_pins("535.54.03", "open")
+    assert set(m.preinstall_auto("535.54.03", "open")) == {
+        p.split("=")[0] for p in m.preinstall_pins("535.54.03", "open")} - {"nvidia-kernel-open-535", "cuda-drivers-535"}
     with pytest.raises(manifest_lib.ManifestError, match=r"debian12.*no driver 535\.183\.01.*550\.54\.15"):
         MANIFESTS["debian12"].preinstall_pins("535.183.01", "open")
 
