@@ -11,6 +11,7 @@ the bridge address only):
 
 from __future__ import annotations
 
+import hashlib
 import os
 import platform
 import shutil
@@ -25,7 +26,17 @@ from .util import CACHE_ROOT, DEBIAN_SUITE, log, run
 REPO_VERSION = "4"
 GNUPGHOME = CACHE_ROOT / "gnupg"
 KEY_DIR = CACHE_ROOT / "keys"
-STANDIN_DEBS = CACHE_ROOT / f"standin-debs-v{REPO_VERSION}"
+
+
+def _standin_digest() -> str:
+    """The built packages follow the manifests and the builder: a change to either is a new cache."""
+    h = hashlib.sha256()
+    for path in sorted(manifest_lib.MANIFEST_DIR.glob("*.yml")) + [Path(packages.__file__), Path(manifest_lib.__file__)]:
+        h.update(path.name.encode() + b"\0" + path.read_bytes())
+    return h.hexdigest()[:12]
+
+
+STANDIN_DEBS = CACHE_ROOT / f"standin-debs-v{REPO_VERSION}-{_standin_digest()}"
 DEBIAN_MIRROR = CACHE_ROOT / f"debian-mirror-v{REPO_VERSION}"
 HTTP_PORT = 8765
 CUDA_REPO_SUBDIR = "compute/cuda/repos"
