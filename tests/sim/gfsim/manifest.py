@@ -80,7 +80,7 @@ class Manifest:
                 f"driver {upstream}; it has: {', '.join(self.driver_upstreams())}")
         if flavour not in self.preinstall:
             raise ManifestError(f"{self.repository}: unknown driver flavour {flavour!r}; known: {', '.join(self.preinstall)}")
-        branch = upstream.split(".")[0]
+        branch = upstream.split(".", maxsplit=1)[0]
         pins = []
         for template in self.preinstall[flavour]:
             name = template.format(branch=branch)
@@ -92,7 +92,7 @@ class Manifest:
 
     def preinstall_auto(self, upstream: str, flavour: str) -> list[str]:
         """The preinstalled packages a user would not have named (apt-mark auto)."""
-        branch = upstream.split(".")[0]
+        branch = upstream.split(".", maxsplit=1)[0]
         manual = {t.format(branch=branch) for t in self.preinstall_manual.get(flavour, [])}
         return [p.split("=")[0] for p in self.preinstall_pins(upstream, flavour) if p.split("=")[0] not in manual]
 
@@ -138,7 +138,7 @@ def load(path: Path) -> Manifest:
     entries: list[Entry] = []
     for release in data.get("driver_releases") or []:
         upstream = str(release["upstream"])
-        branch = upstream.split(".")[0]
+        branch = upstream.split(".", maxsplit=1)[0]
         for template in data.get("driver_packages") or []:
             if template.get("when") and not release.get(template["when"]):
                 continue

@@ -91,15 +91,15 @@ def payload_files(entry: Entry) -> tuple[dict, dict, str, str]:
         return ({"/usr/bin/nvidia-smi": (STANDIN_WRAPPER.format(prog="nvidia_smi.py"), 0o755),
                  USERSPACE_VERSION: (up + "\n", 0o644)}, {}, "", "")
     if kind == "persistenced":
-        return ({"/usr/bin/nvidia-persistenced": (
-                    "#!/bin/sh\n# Stand-in daemon: persistence mode is on while it runs.\n"
-                    "mkdir -p /run/gpufleet-sim && echo Enabled > /run/gpufleet-sim/persistence_mode\n"
-                    "exec sleep infinity\n", 0o755),
-                 "/lib/systemd/system/nvidia-persistenced.service": (
-                    "[Unit]\nDescription=NVIDIA Persistence Daemon\n\n[Service]\nType=simple\n"
-                    "ExecStart=/usr/bin/nvidia-persistenced --user nvidia-persistenced\n"
-                    "ExecStopPost=/bin/rm -f /run/gpufleet-sim/persistence_mode\n\n"
-                    "[Install]\nWantedBy=multi-user.target\n", 0o644)},
+        daemon = ("#!/bin/sh\n# Stand-in daemon: persistence mode is on while it runs.\n"
+                  "mkdir -p /run/gpufleet-sim && echo Enabled > /run/gpufleet-sim/persistence_mode\n"
+                  "exec sleep infinity\n")
+        unit = ("[Unit]\nDescription=NVIDIA Persistence Daemon\n\n[Service]\nType=simple\n"
+                "ExecStart=/usr/bin/nvidia-persistenced --user nvidia-persistenced\n"
+                "ExecStopPost=/bin/rm -f /run/gpufleet-sim/persistence_mode\n\n"
+                "[Install]\nWantedBy=multi-user.target\n")
+        return ({"/usr/bin/nvidia-persistenced": (daemon, 0o755),
+                 "/lib/systemd/system/nvidia-persistenced.service": (unit, 0o644)},
                 {}, _systemd_postinst("nvidia-persistenced.service", start=True),
                 _systemd_prerm("nvidia-persistenced.service"))
     if kind == "kmod":
@@ -113,12 +113,12 @@ def payload_files(entry: Entry) -> tuple[dict, dict, str, str]:
     if kind in ("nccl", "nccl-dev"):
         return _nccl_payload(entry, dev=kind == "nccl-dev")
     if kind == "dcgm":
+        unit = ("[Unit]\nDescription=NVIDIA DCGM service\n\n[Service]\nType=simple\n"
+                "ExecStart=/usr/bin/nv-hostengine -n --service-account nvidia-dcgm\n\n"
+                "[Install]\nWantedBy=multi-user.target\n")
         return ({"/usr/bin/dcgmi": (f"#!/bin/sh\necho 'Version : {up}'\n", 0o755),
                  "/usr/bin/nv-hostengine": ("#!/bin/sh\nexec sleep infinity\n", 0o755),
-                 "/lib/systemd/system/nvidia-dcgm.service": (
-                    "[Unit]\nDescription=NVIDIA DCGM service\n\n[Service]\nType=simple\n"
-                    "ExecStart=/usr/bin/nv-hostengine -n --service-account nvidia-dcgm\n\n"
-                    "[Install]\nWantedBy=multi-user.target\n", 0o644)}, {}, "", "")
+                 "/lib/systemd/system/nvidia-dcgm.service": (unit, 0o644)}, {}, "", "")
     raise ValueError(f"{entry.name}: no stand-in for payload kind {kind!r}")
 
 
@@ -173,8 +173,8 @@ def _nccl_payload(entry: Entry, dev: bool):
     upstream = entry.upstream
     cuda = entry.version.split("+cuda")[-1]
     if not dev:
-        return ({f"/usr/lib/x86_64-linux-gnu/libnccl.so.{upstream}": (
-                    f"NCCL {upstream} built for CUDA {cuda} (stand-in)\n", 0o644)},
+        lib = f"/usr/lib/x86_64-linux-gnu/libnccl.so.{upstream}"
+        return ({lib: (f"NCCL {upstream} built for CUDA {cuda} (stand-in)\n", 0o644)},
                 {"/usr/lib/x86_64-linux-gnu/libnccl.so.2": f"libnccl.so.{upstream}"}, "", "")
     major, minor, patch = upstream.split(".")
     header = (f"#define NCCL_MAJOR {major}\n#define NCCL_MINOR {minor}\n#define NCCL_PATCH {patch}\n"

@@ -76,8 +76,8 @@ class AptSandbox:
     def simulate(self, *args: str) -> tuple[int, set[str], set[str], str]:
         """(rc, installed name=version, removed names, output) of `apt-get install -s`."""
         proc = self.apt("install", "-s", "-y", *args)
-        inst = {m.group(1) + "=" + m.group(2) for m in re.finditer(r"^Inst (\S+) (?:\[[^\]]*\] )?\((\S+)",
-                                                                  proc.stdout, re.M)}
+        pattern = r"^Inst (\S+) (?:\[[^\]]*\] )?\((\S+)"
+        inst = {m.group(1) + "=" + m.group(2) for m in re.finditer(pattern, proc.stdout, re.M)}
         remv = {line.split()[1] for line in proc.stdout.splitlines() if line.startswith("Remv ")}
         return proc.returncode, inst, remv, proc.stdout + proc.stderr
 

@@ -132,7 +132,7 @@ def test_built_packages_index_lists_exactly_the_manifest(name, tmp_path):
 
 
 def _python_sources() -> list[Path]:
-    return [p for p in SIM_DIR.rglob("*.py")] + [p for p in (SIM_DIR / "standins").iterdir() if p.is_file()]
+    return list(SIM_DIR.rglob("*.py")) + [p for p in (SIM_DIR / "standins").iterdir() if p.is_file()]
 
 
 def test_nothing_under_tests_sim_reads_the_projects_roles_or_plugins():
