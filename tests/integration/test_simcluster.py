@@ -262,7 +262,9 @@ def test_userspace_without_its_module_shows_as_a_version_mismatch(driver_cluster
 def test_flavour_switch_replaces_the_proprietary_module_with_the_open_one(driver_cluster):
     c = driver_cluster
     version = "535.183.01-0ubuntu1"
-    out = c.ssh("node1", f"DEBIAN_FRONTEND=noninteractive apt-get install -y nvidia-kernel-open-535={version} 2>&1")
+    # At a held version every open package is named (apt would otherwise take the newest dkms-open).
+    out = c.ssh("node1", f"DEBIAN_FRONTEND=noninteractive apt-get install -y nvidia-kernel-open-535={version} "
+                         f"nvidia-dkms-535-open={version} nvidia-kernel-source-535-open={version} 2>&1")
     assert out.returncode == 0, out.stdout
     assert c.ssh("node1", "cat /usr/lib/gpufleet-sim/kernel_module").stdout == "535.183.01 open\n"
     status = c.ssh("node1", "dpkg-query -W -f='${Status}' nvidia-dkms-535 nvidia-dkms-535-open")
