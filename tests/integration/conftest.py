@@ -89,8 +89,11 @@ class SimCluster:
                               cwd=REPO_ROOT, env=self.env(), capture_output=True, text=True, timeout=timeout, check=False)
 
 
-def bring_up(name: str, subnet: str, nodes: int, *, profile=(), preinstall=(), faults=(), captures=()) -> SimCluster:
+def bring_up(name: str, subnet: str, nodes: int, *, profile=(), preinstall=(), faults=(), captures=(),
+             os: str | None = None) -> SimCluster:
     args = ["up", "--name", name, "--subnet", subnet, "--nodes", str(nodes)]
+    if os:
+        args += ["--os", os]
     for p in profile:
         args += ["--profile", p]
     for p in preinstall:
@@ -133,7 +136,7 @@ def free_subnet() -> str:
 
 @pytest.fixture
 def sim_cluster_factory():
-    """Call factory(name, nodes=2, profile=[...], preinstall=[...], faults=[...]) -> SimCluster."""
+    """Call factory(name, nodes=2, profile=[...], preinstall=[...], faults=[...], os="ubuntu22.04") -> SimCluster."""
     reason = sim_skip_reason()
     if reason:
         pytest.skip(reason)
