@@ -1,8 +1,10 @@
 #!/usr/bin/env python3
 """Simulated GPU cluster for gpufleet's integration tests and demo.
 
-    simcluster.py up [--name N] [--subnet 10.200.K.0/24] --nodes 3 [--profile hgx-h100 | --profile node2=a100-sxm4]
-                     [--capture NODE=FILE ...] [--fault NODE=FAULT ...] [--preinstall driver=535.183.01]
+    simcluster.py up [--name N] [--subnet 10.200.K.0/24] --nodes 3 [--os debian12 | --os ubuntu22.04]
+                     [--profile hgx-h100 | --profile node2=a100-sxm4]
+                     [--capture NODE=FILE ...] [--fault NODE=FAULT ...]
+                     [--preinstall driver=550.54.15[:open|:proprietary]] [--preinstall driver-run=535.183.01[:open]]
                      [--preinstall torch] [--inventory PATH]
     simcluster.py down [--name N | --all]
     simcluster.py status [--name N]
@@ -21,7 +23,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from gfsim import cluster, hardware  # noqa: E402
+from gfsim import cluster, hardware, manifest  # noqa: E402
 
 
 def parse_pairs(values, what: str) -> dict[str, list[str]]:
@@ -43,11 +45,15 @@ def main(argv=None) -> int:
     p_up.add_argument("--name", default=cluster.DEFAULT_NAME)
     p_up.add_argument("--subnet", default=cluster.DEFAULT_SUBNET)
     p_up.add_argument("--nodes", type=int, default=3)
+    p_up.add_argument("--os", default=cluster.DEFAULT_OS, choices=sorted(manifest.OS_CHOICES),
+                      help="what the nodes claim to be, and which NVIDIA repository they use (default debian12)")
     p_up.add_argument("--profile", action="append", default=[],
                       help=f"PROFILE for all nodes or NODE=PROFILE; known: {', '.join(sorted(hardware.PROFILES))}")
     p_up.add_argument("--capture", action="append", default=[], help="NODE=FILE: replay this capture on NODE")
     p_up.add_argument("--fault", action="append", default=[], help=f"NODE=FAULT; known: {', '.join(hardware.FAULTS)}")
-    p_up.add_argument("--preinstall", action="append", default=[], help="driver=VERSION or torch")
+    p_up.add_argument("--preinstall", action="append", default=[],
+                      help="driver=VERSION[:open|proprietary] (packages from the manifest-built repository), "
+                           "driver-run=VERSION[:FLAVOUR] (as NVIDIA's .run installer leaves it), or torch")
     p_up.add_argument("--inventory", action="append", default=[], help="also write the inventory here")
 
     p_down = sub.add_parser("down", help="remove the cluster and every trace of it")
@@ -86,7 +92,7 @@ def main(argv=None) -> int:
         inventories = [Path(p).resolve() for p in args.inventory]
         try:
             state = cluster.up(args.name, args.subnet, args.nodes, profiles, captures, faults,
-                               args.preinstall, inventories)
+                               args.preinstall, inventories, os_name=args.os)
         except BaseException:
             print(f"[simcluster] bring-up failed; removing what was created "
                   f"(python {sys.argv[0]} down --name {args.name})", file=sys.stderr)
@@ -94,7 +100,7 @@ def main(argv=None) -> int:
             raise
         inv = inventories[0] if inventories else cluster.state_dir(args.name) / "inventory.yml"
         me = Path(__file__).resolve()
-        print(f"Cluster '{args.name}' is up and left running:")
+        print(f"Cluster '{args.name}' ({state['os']}) is up and left running:")
         for node_name, entry in state["nodes"].items():
             print(f"  {node_name:8} {entry['ip']:15} profile={entry['profile']}"
                   + (f" faults={','.join(entry['faults'])}" if entry["faults"] else ""))
@@ -120,7 +126,7 @@ def main(argv=None) -> int:
         if not info:
             print("No simulated cluster.")
         for c in info:
-            print(f"{c['name']}: {c['status']} ({'healthy' if c['healthy'] else 'NOT healthy'}), "
+            print(f"{c['name']}: {c['status']} ({'healthy' if c['healthy'] else 'NOT healthy'}), {c['os']}, "
                   f"subnet {c['subnet']}, inventory {c['inventory']}")
             for n in c["nodes"]:
                 print(f"  {n['node']:8} {n['ip']:15} {n['profile']:22} "
