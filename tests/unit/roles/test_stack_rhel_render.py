@@ -345,3 +345,21 @@ def test_unknown_os_stops_listing_the_supported_ones(role, facts, supported):
         msg = render(templar, fail["ansible.builtin.fail"]["msg"])
         assert "is not supported" in msg
         assert "Ubuntu 20.04, Ubuntu 22.04, Ubuntu 24.04, Debian 12, RedHat 8, RedHat 9, Rocky 8, Rocky 9" in msg
+
+
+def _play_var(name: str, plan: dict):
+    play = load(ROLES_DIR.parent / "playbooks" / "gpu_stack.yml")[0]
+    templar = Templar(loader=LOADER, variables={"gpu_stack_plan": plan, **{k: v for k, v in play["vars"].items() if k != name}})
+    return render(templar, play["vars"][name])
+
+
+@pytest.mark.parametrize("family, nccl, names", [
+    ("apt", ["libnccl2=2.19.3-1+cuda12.2", "libnccl-dev=2.19.3-1+cuda12.2"], ["libnccl2", "libnccl-dev"]),
+    ("dnf", ["libnccl-2.19.3-1+cuda12.2", "libnccl-devel-2.19.3-1+cuda12.2"], ["libnccl", "libnccl-devel"]),
+])
+def test_playbook_asks_the_repository_for_toolkit_and_nccl_too(family, nccl, names):
+    plan = {"package_family": family, "nccl_package_version": "2.19.3-1+cuda12.2",
+            "packages": {"toolkit": ["cuda-toolkit-12-2"], "nccl": nccl, "driver": ["x"]}}
+    assert _play_var("gpu_stack_repo_check", plan) == [
+        {"name": "cuda-toolkit-12-2", "version": "", "match": "any"},
+        *({"name": n, "version": "2.19.3-1+cuda12.2", "match": "exact"} for n in names)]
