@@ -32,7 +32,8 @@ def test_plan_shape():
 
 def test_overrides_merge_over_the_request():
     plan = stack_plan({"cuda": "12.2", "torch": "2.1.2"}, gpus=["NVIDIA H100 80GB HBM3"], os="rhel9", nvswitch=True)
-    assert plan["packages"]["fabricmanager"] == ["nvidia-fabricmanager-535"]
+    # NVIDIA's RHEL repository names the fabric manager RPM without the branch; the module stream pins it
+    assert plan["packages"]["fabricmanager"] == ["nvidia-fabric-manager"]
     assert plan["package_family"] == "dnf"
 
 
