@@ -7,7 +7,6 @@ and nothing reaches the destination; the pinned key alone is placed, and placing
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import subprocess
@@ -18,8 +17,11 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[3]
 VENV_BIN = Path(sys.executable).parent
-pytestmark = [pytest.mark.slow, pytest.mark.skipif(shutil.which("gpg") is None or not (VENV_BIN / "ansible-playbook").exists(),
-                                                     reason="needs gpg and ansible-playbook in the venv")]
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(shutil.which("gpg") is None or not (VENV_BIN / "ansible-playbook").exists(),
+                       reason="needs gpg and ansible-playbook in the venv"),
+]
 
 
 def gpg(home, *args):
@@ -76,7 +78,8 @@ def test_pinned_key_alone_is_placed_and_placing_it_again_changes_nothing(keys, t
     assert dest.read_bytes()[:1] != b"-"  # dearmored, a binary keyring apt reads
     shown = gpg(tmp_path, "--with-colons", "--show-keys", str(dest))
     assert f"fpr:::::::::{pin}:" in shown
-    again, _ = place(tmp_path, out / "pinned.asc", pin)
+    again, dest_again = place(tmp_path, out / "pinned.asc", pin)
+    assert dest_again == dest
     assert again.returncode == 0 and "changed=0" in again.stdout, again.stdout[-2000:]
     assert not list(Path("/tmp").glob("ansible.*gpufleet-key*"))
 

@@ -226,7 +226,7 @@ PLAN_APT = {"nvidia_driver_branch": "535", "nvidia_driver_min_version": "535.104
                                              {"action": "install", "packages": ["nvidia-kernel-open-535", "cuda-drivers-535"]}]}
 UBUNTU = "ubuntu2204"
 APT_FACTS = {"distribution": "Ubuntu", "distribution_version": "22.04", "distribution_major_version": "22",
-                 "os_family": "Debian", "architecture": "x86_64", "kernel": "5.15.0-91-generic"}
+             "os_family": "Debian", "architecture": "x86_64", "kernel": "5.15.0-91-generic"}
 SMI = "/usr/bin/nvidia-smi\n"
 OWNED = "nvidia-utils-535: /usr/bin/nvidia-smi\n"
 

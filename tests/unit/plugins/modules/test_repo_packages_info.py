@@ -61,5 +61,6 @@ def test_dnf_streams_and_packages(monkeypatch, capsys):
 
 
 def test_no_package_manager_is_a_clear_failure(monkeypatch, capsys):
-    result, _ = run(monkeypatch, capsys, {"packages": [{"name": "x"}]}, [], tools=())
+    result, calls = run(monkeypatch, capsys, {"packages": [{"name": "x"}]}, [], tools=())
+    assert not calls
     assert result["failed"] and "neither apt-cache nor dnf" in result["msg"]
