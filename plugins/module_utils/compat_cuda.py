@@ -16,10 +16,11 @@ _T3 = ("NVIDIA CUDA Toolkit Release Notes, Table 3 'CUDA Toolkit and Correspondi
 _MVC = ("NVIDIA CUDA Toolkit Release Notes, Table 2 / CUDA Compatibility guide, minor version compatibility: "
         "CUDA 13.x >= 580, CUDA 12.x >= 525 (< 580; 525.60.13 is the first 525 release that qualifies), "
         "CUDA 11.x >= 450 (< 525; 450.80.02)")
-_NCCL_SRC = ("libnccl2 version string as carried by NVIDIA's CUDA apt repository "
-             "(pinned as libnccl2=<ver> in public install scripts against "
-             "developer.download.nvidia.com/compute/cuda/repos/ubuntu2204); "
-             "NCCL release notes list the CUDA versions each NCCL release is built for")
+_NCCL_PIN = ("NVIDIA's CUDA container images pin libnccl2=<ver> beside the toolkit (11.7.1: 2.13.4-1+cuda11.7; "
+             "11.8.0: 2.16.2-1+cuda11.8; 12.1.1: 2.17.1-1+cuda12.1; 12.2.2: 2.19.3-1+cuda12.2; "
+             "gitlab.com/nvidia/container-images/cuda dist/<ver>/ubuntu2204/runtime, NV_LIBNCCL_PACKAGE) and a public "
+             "Dockerfile sets NCCL_VERSION=2.15.5-1+cuda12.0 against NVIDIA's ubuntu2204 repository; the simulated "
+             "repository's manifest cites the same pins (tests/sim/manifests/SOURCES.md)")
 _NCCL_IMAGE = ("NV_LIBNCCL_PACKAGE=libnccl2=<ver> in NVIDIA's CUDA container images (nvidia/cuda, "
                "gitlab.com/nvidia/container-images/cuda), the NCCL NVIDIA pairs with that toolkit in its repo")
 
@@ -35,41 +36,41 @@ CUDA_TOOLKITS = {
         "updates": {"11.7.0": "515.43.04", "11.7.1": "515.48.07"},
         "driver_min": "515.43.04",
         "driver_min_minor_compat": "450.80.02",
-        "nccl": "2.14.3-1+cuda11.7",
+        "nccl": "2.13.4-1+cuda11.7",
         "source": (_T3 + "; 11.7.0 installer cuda_11.7.0_515.43.04_linux.run; " + _MVC
-                   + "; nccl: " + _NCCL_SRC + " (2.14.3 is also the NCCL PyTorch's cu117 builds use)"),
+                   + "; nccl: " + _NCCL_PIN),
     },
     "11.8": {
         "full_version": "11.8.0",
         "updates": {"11.8.0": "520.61.05"},
         "driver_min": "520.61.05",
         "driver_min_minor_compat": "450.80.02",
-        "nccl": "2.16.5-1+cuda11.8",
-        "source": _T3 + "; installer cuda_11.8.0_520.61.05_linux.run; " + _MVC + "; nccl: " + _NCCL_SRC,
+        "nccl": "2.16.2-1+cuda11.8",
+        "source": _T3 + "; installer cuda_11.8.0_520.61.05_linux.run; " + _MVC + "; nccl: " + _NCCL_PIN,
     },
     "12.0": {
         "full_version": "12.0.1",
         "updates": {"12.0.0": "525.60.13", "12.0.1": "525.85.12"},
         "driver_min": "525.60.13",
         "driver_min_minor_compat": "525.60.13",
-        "nccl": "2.18.3-1+cuda12.0",
-        "source": _T3 + "; " + _MVC + "; nccl: " + _NCCL_SRC + " (NCCL 2.18.3 release notes: CUDA 11.0, 12.0, 12.1, 12.2)",
+        "nccl": "2.15.5-1+cuda12.0",
+        "source": _T3 + "; " + _MVC + "; nccl: " + _NCCL_PIN,
     },
     "12.1": {
         "full_version": "12.1.1",
         "updates": {"12.1.0": "530.30.02", "12.1.1": "530.30.02"},
         "driver_min": "530.30.02",
         "driver_min_minor_compat": "525.60.13",
-        "nccl": "2.18.3-1+cuda12.1",
-        "source": _T3 + "; installer cuda_12.1.1_530.30.02_linux.run; " + _MVC + "; nccl: " + _NCCL_SRC,
+        "nccl": "2.17.1-1+cuda12.1",
+        "source": _T3 + "; installer cuda_12.1.1_530.30.02_linux.run; " + _MVC + "; nccl: " + _NCCL_PIN,
     },
     "12.2": {
         "full_version": "12.2.2",
         "updates": {"12.2.0": "535.54.03", "12.2.1": "535.86.09", "12.2.2": "535.104.05"},
         "driver_min": "535.54.03",
         "driver_min_minor_compat": "525.60.13",
-        "nccl": "2.18.3-1+cuda12.2",
-        "source": _T3 + "; installer cuda_12.2.2_535.104.05_linux.run; " + _MVC + "; nccl: " + _NCCL_SRC,
+        "nccl": "2.19.3-1+cuda12.2",
+        "source": _T3 + "; installer cuda_12.2.2_535.104.05_linux.run; " + _MVC + "; nccl: " + _NCCL_PIN,
     },
     "12.3": {
         # Table 3 lists 12.3 GA and Update 1; 12.3.2 shipped with 545.23.08 (NVIDIA's local repo

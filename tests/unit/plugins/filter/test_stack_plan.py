@@ -69,7 +69,7 @@ def test_filter_loads_by_fqcn_in_ansible():
                     "'arch': 'x86_64', 'nvswitch': true} | gpufleet.cluster.stack_plan")
     assert proc.returncode == 0, proc.stdout + proc.stderr
     out = proc.stdout
-    assert "535.54.03" in out and "cu121" in out and "nvidia-fabricmanager-535" in out and "libnccl2=2.18.3-1+cuda12.2" in out
+    assert "535.54.03" in out and "cu121" in out and "nvidia-fabricmanager-535" in out and "libnccl2=2.19.3-1+cuda12.2" in out
 
 
 def test_refusal_through_ansible_is_a_readable_sentence():

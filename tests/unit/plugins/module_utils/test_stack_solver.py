@@ -138,11 +138,11 @@ def test_example_plan_h100_hgx():
     assert plan["driver_min_version"] == "535.104.05"
     assert plan["toolkit_package"] == "cuda-toolkit-12-2"
     assert plan["packages"]["toolkit"] == ["cuda-toolkit-12-2"]
-    assert plan["packages"]["nccl"] == ["libnccl2=2.18.3-1+cuda12.2", "libnccl-dev=2.18.3-1+cuda12.2"]
+    assert plan["packages"]["nccl"] == ["libnccl2=2.19.3-1+cuda12.2", "libnccl-dev=2.19.3-1+cuda12.2"]
     assert plan["packages"]["fabricmanager"] == ["nvidia-fabricmanager-535"]
     # NVIDIA's CUDA repository carries nvidia-kernel-open-535, not Canonical's nvidia-driver-535-open
     assert plan["packages"]["driver"] == ["nvidia-kernel-open-535", "cuda-drivers-535"]
-    assert plan["nccl_version"] == "2.18.3"
+    assert plan["nccl_version"] == "2.19.3"
     assert plan["kernel_modules"] == "open"
     assert plan["repository"] == "https://developer.download.nvidia.com/compute/cuda/repos/ubuntu2204/x86_64/"
     assert plan["torch"] == dict(plan["torch"], version="2.1.2", variant="cu121",
@@ -279,7 +279,7 @@ def test_os_and_repository(os_in, arch, distro, repo_arch, family):
 def test_rhel_package_names():
     plan = solve(req(os="rhel9", gpus=["NVIDIA H100 80GB HBM3"], nvswitch=True))
     assert plan["packages"]["driver"] == ["@nvidia-driver:535-open"]
-    assert plan["packages"]["nccl"] == ["libnccl-2.18.3-1+cuda12.2", "libnccl-devel-2.18.3-1+cuda12.2"]
+    assert plan["packages"]["nccl"] == ["libnccl-2.19.3-1+cuda12.2", "libnccl-devel-2.19.3-1+cuda12.2"]
     assert plan["packages"]["fabricmanager"] == ["nvidia-fabric-manager"]
     assert plan["driver_module_stream"] == "nvidia-driver:535-open"
     assert plan["driver_module_profile"] == "nvidia-driver:535/fm"
