@@ -23,7 +23,7 @@ def sim_request(scenario: Path) -> dict:
 
 
 def test_the_issue_s_scenarios_exist():
-    assert {"default", "stack", "stack-ubuntu2204", "fabric", "health", "smoke"} <= {s.name for s in SCENARIOS}
+    assert {"default", "stack", "fabric", "health", "smoke"} <= {s.name for s in SCENARIOS}
 
 
 def test_every_scenario_runs_the_full_sequence():

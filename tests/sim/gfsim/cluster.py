@@ -22,7 +22,7 @@ from .util import STATE_ROOT, log, run
 
 DEFAULT_NAME = "gfsim"
 DEFAULT_SUBNET = "10.200.0.0/24"
-DEFAULT_OS = "debian12"
+DEFAULT_OS = "ubuntu22.04"
 TORCH_LAYER_VERSION = "1"
 TORCH_LAYER = util.CACHE_ROOT / f"layer-torch-v{TORCH_LAYER_VERSION}"
 VENV = "/opt/gpufleet/venv"
