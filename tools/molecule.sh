@@ -6,7 +6,7 @@
 set -euo pipefail
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$repo"
-[ -x .venv/bin/molecule ] || bash tools/setup.sh
+[ -x .venv/bin/molecule ] || bash tools/setup.sh --test
 export PATH="$repo/.venv/bin:$PATH"
 # No colour codes in CI logs; the idempotence step reads the recap either way.
 export NO_COLOR="${NO_COLOR:-1}" ANSIBLE_FORCE_COLOR="${ANSIBLE_FORCE_COLOR:-0}"
