@@ -112,7 +112,8 @@ def main(argv=None) -> int:
         print("Use it:")
         print(f"  ansible all -i {inv} -m ping")
         print(f"  ansible-playbook -i {inv} site.yml")
-        print(f"  ssh -i {state['ssh_key']} -o StrictHostKeyChecking=no root@{state['nodes']['node1']['ip']}")
+        print(f"  ssh -i {state['ssh_key']} -o UserKnownHostsFile={cluster.known_hosts_path(state)} "
+              f"root@{state['nodes']['node1']['ip']}")
         print(f"Inject a fault:  {sys.executable} {me} fault --name {args.name} node1 ecc-uncorrectable")
         print(f"Remove it:       {sys.executable} {me} down --name {args.name}")
         return 0

@@ -273,13 +273,36 @@ def ssh(state: dict, node_name: str, command: str, check: bool = False, timeout:
     return proc
 
 
+def known_hosts_path(state: dict) -> Path:
+    return state_dir(state["name"]) / "known_hosts"
+
+
+def write_known_hosts(state: dict) -> Path:
+    """The host keys the nodes were given at bring-up, by address and name: the only keys the
+    inventory trusts, so Ansible checks host keys against the sim exactly as against real servers."""
+    lines = []
+    for node_name, entry in state["nodes"].items():
+        pub = nodelib.NodePaths(state_dir(state["name"]), node_name).upper / "etc/ssh/ssh_host_ed25519_key.pub"
+        try:
+            key_type, key = pub.read_text().split()[:2]
+        except (OSError, ValueError) as exc:
+            raise RuntimeError(f"{node_name}: no usable SSH host key at {pub} ({exc}); "
+                               f"bring the cluster up again (simcluster.py up --name {state['name']})") from exc
+        lines.append(f"{entry['ip']},{node_name} {key_type} {key}\n")
+    path = known_hosts_path(state)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("".join(lines))
+    return path
+
+
 def inventory_data(state: dict) -> dict:
     hosts = {n: {"ansible_host": e["ip"]} for n, e in state["nodes"].items()}
     repo_url = state["repo_url"]
     group_vars = {
         "ansible_user": "root",
         "ansible_ssh_private_key_file": state["ssh_key"],
-        "ansible_ssh_common_args": "-o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null",
+        # Checked against the sim's own known_hosts (write_known_hosts), never switched off.
+        "ansible_ssh_common_args": f"-o StrictHostKeyChecking=yes -o UserKnownHostsFile={known_hosts_path(state)}",
         "ansible_python_interpreter": "/usr/bin/python3",
         "gpufleet_sim": True,
         "gpufleet_cluster_name": state["name"],
@@ -311,6 +334,7 @@ def inventory_data(state: dict) -> dict:
 
 
 def write_inventory(state: dict, path: Path) -> None:
+    write_known_hosts(state)
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     header = (f"# Simulated cluster '{state['name']}' written by tests/sim/simcluster.py.\n"
