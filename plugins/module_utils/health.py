@@ -159,8 +159,8 @@ def model_has_ecc(gpu):
 def model_remaps_rows(gpu):
     """HBM data-centre GPUs from Ampere on (A100, H100, H200, B200) repair memory by row remapping."""
     model = gpu_model(gpu)
-    return bool(model and model_has_ecc(gpu) and str(model.get("memory_type") or "").upper().startswith("HBM")
-                 and model.get("architecture") not in ("Pascal", "Volta", "Turing"))
+    hbm = str(model.get("memory_type") or "").upper().startswith("HBM") if model else False
+    return bool(model and model_has_ecc(gpu) and hbm and model.get("architecture") not in ("Pascal", "Volta", "Turing"))
 
 
 def model_retires_pages(gpu):

@@ -133,7 +133,9 @@ def test_ubuntu_2204_converge_upgrade_run_file_switch_and_branch_upgrade(ubuntu_
     reports = tmp_path / "reports"
     extra = write_inventory(tmp_path / "run1.yml", {
         # Canonical's name for the R535 open driver: NVIDIA's repository does not carry it.
-        "node2": {"gpufleet_driver_packages": ["nvidia-driver-535-open", "cuda-drivers-535"]}})
+        # Replacing is allowed, so the flavour decision lets it through to the repository check.
+        "node2": {"gpufleet_driver_packages": ["nvidia-driver-535-open", "cuda-drivers-535"],
+                  "nvidia_driver_allow_replace": True}})
     common = ["-e", json.dumps({"gpufleet_report_dir": str(reports), "gpufleet_reboot_ok": True})]
 
     # 1. First converge.
@@ -150,8 +152,11 @@ def test_ubuntu_2204_converge_upgrade_run_file_switch_and_branch_upgrade(ubuntu_
     assert "nvidia-dkms-535-open" in node1 and "nvidia-dkms-535" not in node1
     assert "nvidia-driver-535-open" not in node1
     # node2: failed on the repository check, naming what the repository has, before any package moved.
-    assert re.search(r"node2: the repository \S+ cannot serve the plan: nvidia-driver-535-open is not in the "
-                     r"repository; it offers [^.]*nvidia-driver-535\b", text), out[-6000:]
+    refusal = re.search(r"node2: the repository \S+ cannot serve the plan: (.{0,800})", text)
+    node2_fatal = re.search(r"fatal: \[node2\].{0,2000}", out, re.S)
+    assert refusal, node2_fatal.group(0) if node2_fatal else out[-6000:]
+    assert re.search(r"nvidia-driver-535-open is not in the repository; it offers [^.]*nvidia-driver-535\b",
+                     refusal.group(1)), refusal.group(0)
     assert "Nothing was installed on this node" in text
     assert dpkg(c, "node2") == node2_before
     # node3: the old 535.54.03 below the floor is upgraded, not kept.

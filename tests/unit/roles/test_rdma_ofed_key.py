@@ -96,7 +96,7 @@ def test_the_pinned_key_alone_is_installed(tmp_path, key_file):
 
 
 def test_a_file_with_several_keys_is_refused_even_when_the_pin_is_among_them(tmp_path):
-    primaries, _ = fingerprints(ALL_DEBIAN_KEYS)
+    primaries, _subkeys = fingerprints(ALL_DEBIAN_KEYS)
     assert len(primaries) > 1
     run = run_key_tasks(tmp_path, ALL_DEBIAN_KEYS, primaries[0])
     assert run.returncode != 0
@@ -106,7 +106,7 @@ def test_a_file_with_several_keys_is_refused_even_when_the_pin_is_among_them(tmp
 
 
 def test_a_pin_that_names_a_subkey_is_refused(tmp_path):
-    _, (subkey,) = fingerprints(BOOKWORM_AUTOMATIC)
+    _primaries, (subkey,) = fingerprints(BOOKWORM_AUTOMATIC)
     run = run_key_tasks(tmp_path, BOOKWORM_AUTOMATIC, subkey)
     assert run.returncode != 0
     assert "is not the pinned key" in run.stdout, run.stdout[-3000:]
@@ -114,7 +114,7 @@ def test_a_pin_that_names_a_subkey_is_refused(tmp_path):
 
 
 def test_a_wrong_key_never_replaces_the_trusted_one(tmp_path):
-    (primary,), _ = fingerprints(BOOKWORM_AUTOMATIC)
+    (primary,), _subkeys = fingerprints(BOOKWORM_AUTOMATIC)
     assert run_key_tasks(tmp_path, BOOKWORM_AUTOMATIC, primary).returncode == 0
     keyring = tmp_path / "keyrings" / "gpufleet-ofed.asc"
     trusted = keyring.read_bytes()
@@ -126,7 +126,7 @@ def test_a_wrong_key_never_replaces_the_trusted_one(tmp_path):
 
 
 def test_check_mode_checks_the_key_and_writes_nothing(tmp_path):
-    (primary,), _ = fingerprints(BOOKWORM_STABLE)
+    (primary,), _subkeys = fingerprints(BOOKWORM_STABLE)
     run = run_key_tasks(tmp_path, BOOKWORM_STABLE, primary, "--check")
     assert run.returncode == 0, run.stdout[-3000:]
     assert changed(run.stdout) == 2, "check mode reports the directory and the keyring it would write"

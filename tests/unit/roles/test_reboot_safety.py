@@ -157,8 +157,9 @@ def test_busy_gpus_may_be_overridden_by_a_string_boolean(tmp_path):
     assert result.returncode == 0, result.out[-4000:]
 
 
-@pytest.mark.parametrize("gpu_apps, words", [("hang", "did not answer within 2s"),
-                                              ("error", "failed (rc 15): Unable to determine the device handle")])
+@pytest.mark.parametrize("gpu_apps, words", [
+    ("hang", "did not answer within 2s"),
+    ("error", "failed (rc 15): Unable to determine the device handle")])
 def test_unreadable_gpu_processes_refuse_the_reboot(tmp_path, gpu_apps, words):
     node = Node(tmp_path / "gpu-a01", gpu_apps=gpu_apps)
     result = guard(tmp_path, node, "-e", "reboot_command_timeout=2")

@@ -62,7 +62,7 @@ def edited(rel, old, new, gpu=0):
     text = read(rel)
     marker = "<gpu id=" if text.lstrip().startswith("<") else "\nGPU 0"
     start = -1
-    for _ in range(gpu + 1):
+    for _gpu in range(gpu + 1):
         start = text.index(marker, start + 1)
     at = text.index(old, start)
     return text[:at] + new + text[at + len(old):]
@@ -206,9 +206,8 @@ def test_ecc_unsupported_consumer_gpu_only_warns():
     assert health.ecc_enable_candidates(gpu_info["gpus"]) == []
     codes = {f["code"]: f["severity"] for f in health.check_gpus("n", gpu_info) if f["gpu_index"] == 0}
     assert codes.get("ECC_UNSUPPORTED") == "warn" and "ECC_MODE_UNREADABLE" not in codes
-    assert not [f for f in health.check_gpus("n", gpu_info, {"ecc_required": False, "throttle_warn_reasons": [],
-                                                                "pcie_check": False})
-                if f["code"].startswith("ECC")]
+    relaxed = {"ecc_required": False, "throttle_warn_reasons": [], "pcie_check": False}
+    assert not [f for f in health.check_gpus("n", gpu_info, relaxed) if f["code"].startswith("ECC")]
 
 
 # --- every real capture with a memory problem fails, naming bus id, counter and value ---------

@@ -37,6 +37,7 @@ def run_module(monkeypatch, capsys, args, outputs=None):
         return outputs[os.path.basename(cmd[0])]
 
     monkeypatch.setattr(basic.AnsibleModule, "get_bin_path", fake_get_bin_path)
+
     def fake_run_tool(module, cmd, timeout_s, environ_update=None):
         rc_, out, err = fake_run_command(module, cmd, environ_update=environ_update)
         return rc_, out, err, False
