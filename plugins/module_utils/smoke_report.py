@@ -607,10 +607,11 @@ def evaluate(report, thresholds, baseline=None, tolerance=DEFAULT_TOLERANCE, exp
 
     # A GPU node is one whose PCI bus or driver shows GPUs: with the driver not loaded nvidia-smi
     # sees none, but the bus still does, and a CPU run there proves nothing about the GPUs.
-    gpu_nodes = ["%s (%s on PCI, %s seen by the driver, %s by torch)" % (
-        n["name"], n.get("pci_gpu_count") or 0, n.get("gpu_count") or 0, n.get("torch_gpus") or 0)
-                 for n in report["nodes"]
-                 if (n.get("pci_gpu_count") or 0) > 0 or (n.get("gpu_status") == "ok" and (n.get("gpu_count") or 0) > 0)]
+    gpu_nodes = [
+        "%s (%s on PCI, %s seen by the driver, %s by torch)" % (
+            n["name"], n.get("pci_gpu_count") or 0, n.get("gpu_count") or 0, n.get("torch_gpus") or 0)
+        for n in report["nodes"]
+        if (n.get("pci_gpu_count") or 0) > 0 or (n.get("gpu_status") == "ok" and (n.get("gpu_count") or 0) > 0)]
     if backend == "gloo" and gpu_nodes and not sim:
         checks.append(_check("backend", "fail", "GPU node(s) ran the job with gloo on the CPU: %s; fix the driver/torch "
                              "so the job runs NCCL on the GPUs" % "; ".join(gpu_nodes), value=backend))
