@@ -23,6 +23,11 @@ from ansible.utils.collection_loader._collection_finder import _AnsibleCollectio
 _AnsibleCollectionFinder(paths=[str(REPO / "collections")], scan_sys_paths=False)._install()  # pylint: disable=protected-access
 
 
+# Ansible refuses a non-blocking stdin ("requires blocking IO"); no test reads stdin, so every
+# child gets /dev/null whatever the shell that started pytest handed over.
+os.dup2(os.open(os.devnull, os.O_RDONLY), 0)
+
+
 def pytest_collection_modifyitems(config, items):
     """Skips, with the reason, what this machine cannot run; never silently."""
     sim_reason = None
