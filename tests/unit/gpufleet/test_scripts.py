@@ -48,20 +48,25 @@ def _as_nobody(tmp_path, with_sudo):
         fake.write_text('#!/bin/sh\necho "sudo called with: $*"\n')
         fake.chmod(0o755)
     path = f"{bindir}:/usr/bin:/bin"
+    # A copy of the script, since the clone itself may lie where that user cannot enter (CI, mktemp -d).
+    (bindir / "tools").mkdir(mode=0o755)
+    script = bindir / "tools" / "demo.sh"
+    shutil.copy(REPO / "tools" / "demo.sh", script)
+    script.chmod(0o755)
     try:
         command = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "env", f"PATH={path}",
-                   "bash", str(REPO / "tools" / "demo.sh")]
-        return subprocess.run(command, capture_output=True, text=True, check=False, cwd="/", timeout=60)
+                   "bash", str(script)]
+        return subprocess.run(command, capture_output=True, text=True, check=False, cwd="/", timeout=60), script
     finally:
         shutil.rmtree(bindir)
 
 
 def test_demo_reruns_itself_through_sudo_for_a_user(tmp_path):
-    proc = _as_nobody(tmp_path, with_sudo=True)
+    proc, script = _as_nobody(tmp_path, with_sudo=True)
     assert proc.returncode == 0, proc.stderr
-    assert proc.stdout.strip() == f"sudo called with: -- bash {REPO}/tools/demo.sh"
+    assert proc.stdout.strip() == f"sudo called with: -- bash {script}"
 
 
 def test_demo_without_root_or_sudo_says_why(tmp_path):
-    proc = _as_nobody(tmp_path, with_sudo=False)
+    proc, _script = _as_nobody(tmp_path, with_sudo=False)
     assert proc.returncode == 2 and "sudo is not installed" in proc.stderr
