@@ -17,6 +17,8 @@ import subprocess
 import pytest
 import yaml
 
+from simharness import REPO_ROOT, cluster, recap
+
 pytestmark = [pytest.mark.sim, pytest.mark.slow]
 
 # What a run could change on a node: packages, holds, configuration, gpufleet's own state.
@@ -26,27 +28,10 @@ SNAPSHOT = ("dpkg-query -W -f='${Package} ${Version} ${db:Status-Abbrev}\\n' | s
             "-printf '%p %s %m %T@\\n' 2>/dev/null | sort")
 
 
-def recap(output: str) -> dict:
-    totals: dict = {}
-    for host, fields in re.findall(r"^(\S+)\s+:\s+(ok=.*)$", output, re.M):
-        for key, value in re.findall(r"(\w+)=(\d+)", fields):
-            totals.setdefault(host, {}).setdefault(key, 0)
-            totals[host][key] += int(value)
-    return totals
-
-
 @pytest.fixture(scope="module")
 def fresh_cluster():
-    from conftest import bring_up, free_subnet, sim_skip_reason, tear_down
-
-    reason = sim_skip_reason()
-    if reason:
-        pytest.skip(reason)
-    name = "trustcheck"
-    try:
-        yield bring_up(name, free_subnet(), 2, profile=["hgx-h100"])
-    finally:
-        tear_down(name)
+    with cluster("trustcheck", 2, profile=["hgx-h100"]) as running:
+        yield running
 
 
 @pytest.mark.parametrize("playbook", ["playbooks/preflight.yml", "playbooks/gpu_stack.yml", "playbooks/fabric.yml"])
@@ -71,8 +56,6 @@ def test_check_run_on_fresh_nodes_fails_nothing_and_changes_nothing(fresh_cluste
 
 
 def test_host_keys_are_checked_against_the_sims_own_known_hosts(fresh_cluster, tmp_path):
-    from conftest import REPO_ROOT
-
     c = fresh_cluster
     inventory = yaml.safe_load(c.inventory.read_text())
     group = inventory["all"]["children"]["gpu_nodes"]["vars"]

@@ -27,14 +27,12 @@ from __future__ import annotations
 
 import json
 import re
-import subprocess
-import sys
 
 import pytest
 import yaml
 
-from gfsim import cluster as simlib
 from gfsim import manifest as simmanifest
+from simharness import cluster, recap, simlib
 
 from ansible_collections.gpufleet.cluster.plugins.filter.stack_plan import FilterModule
 
@@ -50,16 +48,6 @@ PACKAGE_GLOBS = "'nvidia-*' 'cuda-drivers*' 'libnvidia-*' 'cuda-toolkit-*' libnc
 def flat(output: str) -> str:
     """The run's output with whitespace runs folded, so messages the YAML callback wraps read as one line."""
     return re.sub(r"\s+", " ", output)
-
-
-def recap(output: str) -> dict:
-    """PLAY RECAP counters per host, summed over the plays of the run."""
-    totals: dict = {}
-    for host, fields in re.findall(r"^(\S+)\s+:\s+(ok=.*)$", output, re.M):
-        for key, value in re.findall(r"(\w+)=(\d+)", fields):
-            totals.setdefault(host, {}).setdefault(key, 0)
-            totals[host][key] += int(value)
-    return totals
 
 
 def dpkg(cluster, node: str) -> dict:
@@ -93,29 +81,10 @@ def write_inventory(path, hostvars: dict, nodes=("node1", "node2", "node3", "nod
     return str(path)
 
 
-def bring_up(name: str, nodes: int, os_name: str):
-    from conftest import REPO_ROOT, SIMCLUSTER, SimCluster, free_subnet
-
-    proc = subprocess.run([sys.executable, str(SIMCLUSTER), "up", "--name", name, "--subnet", free_subnet(),
-                           "--nodes", str(nodes), "--os", os_name, "--profile", "hgx-h100"],
-                          capture_output=True, text=True, timeout=1200, check=False, cwd=REPO_ROOT)
-    if proc.returncode != 0:
-        raise RuntimeError(f"simcluster up {name} failed rc={proc.returncode}\n{proc.stdout}\n{proc.stderr[-4000:]}")
-    return SimCluster(name, simlib.load_state(name))
-
-
 @pytest.fixture(scope="module")
 def ubuntu_cluster():
-    from conftest import sim_skip_reason, tear_down
-
-    reason = sim_skip_reason()
-    if reason:
-        pytest.skip(reason)
-    name = "drvstack"
-    try:
-        yield bring_up(name, 4, "ubuntu22.04")
-    finally:
-        tear_down(name)
+    with cluster("drvstack", 4, os="ubuntu22.04", profile=["hgx-h100"]) as running:
+        yield running
 
 
 @pytest.mark.xfail(strict=False, reason=(
@@ -217,16 +186,8 @@ def test_ubuntu_2204_converge_upgrade_run_file_switch_and_branch_upgrade(ubuntu_
 
 @pytest.fixture(scope="module")
 def debian_cluster():
-    from conftest import sim_skip_reason, tear_down
-
-    reason = sim_skip_reason()
-    if reason:
-        pytest.skip(reason)
-    name = "drvdeb12"
-    try:
-        yield bring_up(name, 1, "debian12")
-    finally:
-        tear_down(name)
+    with cluster("drvdeb12", 1, os="debian12", profile=["hgx-h100"]) as running:
+        yield running
 
 
 @pytest.mark.xfail(strict=False, reason=(

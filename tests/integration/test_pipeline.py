@@ -14,7 +14,8 @@ from pathlib import Path
 import jsonschema
 import pytest
 
-from conftest import VENV_BIN, bring_up, free_subnet, sim_skip_reason, tear_down
+from simharness import VENV_BIN
+from simharness import cluster as sim_cluster
 
 pytestmark = [pytest.mark.sim, pytest.mark.slow]
 
@@ -24,14 +25,8 @@ SCHEMA = json.loads((REPO / "docs" / "run-summary.schema.json").read_text())
 
 @pytest.fixture(scope="module")
 def cluster():
-    reason = sim_skip_reason()
-    if reason:
-        pytest.skip(reason)
-    name = "pipeline"
-    try:
-        yield bring_up(name, free_subnet(), 2, preinstall=["driver=535.183.01", "torch"])
-    finally:
-        tear_down(name)
+    with sim_cluster("pipeline", 2, preinstall=["driver=535.183.01", "torch"]) as running:
+        yield running
 
 
 def _gpufleet(cluster, tmp_path: Path, *args: str) -> tuple[subprocess.CompletedProcess, dict]:

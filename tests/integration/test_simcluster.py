@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import SIM_DIR, SIMCLUSTER, bring_up, free_subnet, simlib, tear_down
+from simharness import SIM_DIR, SIMCLUSTER, bring_up, cluster, free_subnet, simlib, tear_down
 
 sys.path.insert(0, str(SIM_DIR))
 from gfsim import manifest as manifest_lib  # noqa: E402
@@ -76,16 +76,9 @@ def test_session_cluster_has_no_driver_but_a_pci_tree(sim_cluster):
 
 @pytest.fixture(scope="module")
 def driver_cluster():
-    from conftest import sim_skip_reason
-    reason = sim_skip_reason()
-    if reason:
-        pytest.skip(reason)
-    name = "simtest"
-    try:
-        yield bring_up(name, free_subnet(), 2, profile=["hgx-h100", "node2=a100-sxm4"],
-                       preinstall=["driver=535.183.01"], os="ubuntu22.04")
-    finally:
-        tear_down(name)
+    with cluster("simtest", 2, profile=["hgx-h100", "node2=a100-sxm4"], preinstall=["driver=535.183.01"],
+                 os="ubuntu22.04") as running:
+        yield running
 
 
 def test_ubuntu_nodes_give_ubuntu_2204_facts(driver_cluster):
