@@ -174,7 +174,8 @@ def check_signing_key(colons: str, pinned: str) -> dict:
         return {"ok": False, "fingerprints": found,
                 "reason": f"the file holds {len(found)} primary keys ({', '.join(found)}); exactly one, {want}, is accepted"}
     if found[0] != want:
-        return {"ok": False, "fingerprints": found, "reason": f"its key is {found[0]}, the pin is {want}"}
+        return {"ok": False, "fingerprints": found,
+                "reason": f"its key is {found[0]}, which is not the pinned key; the pin is {want}"}
     return {"ok": True, "fingerprints": found, "reason": ""}
 
 
