@@ -41,7 +41,9 @@ def keys(tmp_path_factory):
     out = tmp_path_factory.mktemp("keys")
     (out / "pinned.asc").write_text(gpg(home, "--armor", "--export", primaries[0]))
     (out / "both.asc").write_text(gpg(home, "--armor", "--export", primaries[0], primaries[1]))
-    return out, primaries[0]
+    yield out, primaries[0]
+    # Key generation started a gpg-agent for this home: end it with the fixture.
+    subprocess.run(["gpgconf", "--kill", "all"], env=dict(os.environ, GNUPGHOME=str(home)), check=False)
 
 
 def place(tmp_path, key_file: Path, pin: str):

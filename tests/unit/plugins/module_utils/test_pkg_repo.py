@@ -128,8 +128,10 @@ def two_keys(tmp_path_factory):
     fprs = pkg_repo.primary_key_fingerprints(colons)
     one = _gpg(home, "--armor", "--export", fprs[0])
     both = _gpg(home, "--armor", "--export", fprs[0], fprs[1])
-    return (_gpg(home, "--with-colons", "--show-keys", stdin=one), _gpg(home, "--with-colons", "--show-keys", stdin=both),
-            fprs[0], fprs[1])
+    yield (_gpg(home, "--with-colons", "--show-keys", stdin=one), _gpg(home, "--with-colons", "--show-keys", stdin=both),
+           fprs[0], fprs[1])
+    # Key generation started a gpg-agent for this home: end it with the fixture.
+    subprocess.run(["gpgconf", "--kill", "all"], env=dict(os.environ, GNUPGHOME=str(home)), check=False)
 
 
 def test_signing_key_with_only_the_pinned_key_is_accepted_subkeys_do_not_count(two_keys):
