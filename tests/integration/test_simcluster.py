@@ -140,7 +140,8 @@ def test_ecc_pending_becomes_current_after_a_reboot(driver_cluster):
     assert driver_cluster.ssh("node1", query).stdout.strip() == "Enabled, Disabled"
     boot_id = driver_cluster.ssh("node1", "cat /proc/sys/kernel/random/boot_id").stdout
     driver_cluster.ssh("node1", "(sleep 1; systemctl reboot) >/dev/null 2>&1 &")
-    simlib.nodelib.wait_ssh(Path(driver_cluster.state["ssh_key"]), driver_cluster.ip("node1"), 5)  # may still be up
+    simlib.nodelib.wait_ssh(Path(driver_cluster.state["ssh_key"]), driver_cluster.ip("node1"), 5,
+                            simlib.known_hosts_path(driver_cluster.state))  # may still be up
     import time
     deadline = time.monotonic() + 90
     while time.monotonic() < deadline:

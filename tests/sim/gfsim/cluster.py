@@ -158,10 +158,12 @@ def up(name: str, subnet_cidr: str, count: int, profiles: dict[str, str], captur
         save_state(state)
     for node_name in node_names:
         apply_net_faults(state, node_name)
+    # The host keys were generated into the nodes' trees before boot: trust exactly those from here on.
+    known_hosts = write_known_hosts(state)
 
     def ready(node_name: str) -> None:
         ip = state["nodes"][node_name]["ip"]
-        nodelib.wait_ssh(key, ip, SSH_READY_TIMEOUT)
+        nodelib.wait_ssh(key, ip, SSH_READY_TIMEOUT, known_hosts)
         # Fresh package lists from the local mirror, as a real server would have.
         ssh(state, node_name, "apt-get update -qq", check=True)
         for item in preinstall_plan:
@@ -266,7 +268,8 @@ def healthy(state: dict) -> bool:
 # --- access -------------------------------------------------------------------------
 
 def ssh(state: dict, node_name: str, command: str, check: bool = False, timeout: int = 600):
-    proc = subprocess.run(nodelib.ssh_command(Path(state["ssh_key"]), state["nodes"][node_name]["ip"], command),
+    proc = subprocess.run(nodelib.ssh_command(Path(state["ssh_key"]), state["nodes"][node_name]["ip"], command,
+                                              known_hosts_path(state)),
                           capture_output=True, text=True, timeout=timeout, check=False)
     if check and proc.returncode != 0:
         raise RuntimeError(f"{node_name}: `{command}` failed rc={proc.returncode}\n{proc.stdout}\n{proc.stderr}")

@@ -142,18 +142,21 @@ def wait_port(ip: str, port: int, deadline: float) -> bool:
     return False
 
 
-def ssh_command(key: Path, ip: str, command: str, connect_timeout: int = 5) -> list[str]:
-    return ["ssh", "-i", str(key), "-o", "StrictHostKeyChecking=no", "-o", "UserKnownHostsFile=/dev/null",
+def ssh_command(key: Path, ip: str, command: str, known_hosts: Path, connect_timeout: int = 5) -> list[str]:
+    """ssh to a node, checking its host key against the sim's known_hosts (written from the keys
+    generated at bring-up), as Ansible does through the inventory."""
+    return ["ssh", "-i", str(key), "-o", "StrictHostKeyChecking=yes", "-o", f"UserKnownHostsFile={known_hosts}",
             "-o", "LogLevel=ERROR", "-o", "BatchMode=yes", "-o", f"ConnectTimeout={connect_timeout}",
             f"root@{ip}", command]
 
 
-def wait_ssh(key: Path, ip: str, timeout: float) -> None:
+def wait_ssh(key: Path, ip: str, timeout: float, known_hosts: Path) -> None:
     deadline = time.monotonic() + timeout
     last = ""
     while time.monotonic() < deadline:
         if wait_port(ip, 22, deadline):
-            proc = subprocess.run(ssh_command(key, ip, "true"), capture_output=True, text=True, timeout=30, check=False)
+            proc = subprocess.run(ssh_command(key, ip, "true", known_hosts), capture_output=True, text=True,
+                                  timeout=30, check=False)
             if proc.returncode == 0:
                 return
             last = proc.stderr
