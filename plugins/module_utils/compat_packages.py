@@ -104,9 +104,11 @@ DRIVER_PACKAGE_GRAPHS = {
                             "commands": ["apt install cuda-drivers-{B}"],
                             "switch_to": [{"action": "install", "packages": ["cuda-drivers-{B}"],
                                            "options": ["--autoremove", "--purge"]}]},
-            "verified": {"packages": False, "switch": False},
-            "source": (_DRIVER_GUIDE_KM + " (branch form nvidia-open-<B>; public install notes hold "
-                       "'nvidia-open-570 cuda-drivers-570'); switch: " + _DRIVER_GUIDE_SWITCH
+            "verified": {"packages": True, "switch": False},
+            "source": (_DRIVER_GUIDE_KM + " (branch form nvidia-open-<B>); nvidia-open-570 installed from NVIDIA's "
+                       "ubuntu2204 repository ('apt install -y nvidia-open-570 cuda-12-8' after its cuda-keyring, "
+                       "public node setup script, code index id 34346399783) at versions like 570.148.08-1ubuntu1 "
+                       "(code index id 38926366888); switch: " + _DRIVER_GUIDE_SWITCH
                        + " (unversioned names in the guide; branch-suffixed here)"),
         },
         {
@@ -160,10 +162,10 @@ DRIVER_PACKAGE_GRAPHS = {
                             "commands": ["apt install cuda-drivers-{B}"],
                             "switch_to": [{"action": "install", "packages": ["cuda-drivers-{B}"],
                                            "options": ["--autoremove", "--purge"]}]},
-            "verified": {"packages": False, "switch": False},
+            "verified": {"packages": True, "switch": False},
             "source": (_DRIVER_GUIDE_KM + "; a public Debian 12 install script resolves nvidia-open-570 to "
                        "nvidia-kernel-open-dkms=570.158.01-1 + nvidia-driver=570.158.01-1 from NVIDIA's debian12 "
-                       "repository; switch: " + _DRIVER_GUIDE_SWITCH + " (unversioned names in the guide)"),
+                       "repository (code index id 11630495126); switch: " + _DRIVER_GUIDE_SWITCH + " (unversioned names in the guide)"),
         },
         {
             "from_branch": "580",
