@@ -13,7 +13,7 @@ version_added: "0.2.0"
 description:
   - Runs C(dcgmi diag -r LEVEL -j) and judges every test result into findings with DCGM's error
     codes (C(DCGM_FR_*)), severity and remediation.
-  - Reads C(nvidia-smi nvlink -s) and C(-e): inactive links, links slower than the model's rate,
+  - Reads C(nvidia-smi nvlink -s) and C(-e) and judges inactive links, links slower than the model rate,
     rising error counters; on NVSwitch systems the fabric manager and every GPU's fabric state.
   - Reads C(perfquery -x) for each given InfiniBand port and judges its error counters.
   - A check that cannot run (tool missing, command failing) is listed in RV(not_checked) with the

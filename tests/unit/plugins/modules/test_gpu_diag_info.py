@@ -64,7 +64,7 @@ def test_failing_diag_and_ib_counters_are_findings(monkeypatch, capsys):
 
 
 def test_missing_dcgmi_fails_and_says_why(monkeypatch, capsys):
-    result, _ = run_module(monkeypatch, capsys, {"node": "node3", "checks": ["dcgm"]}, {}, bins=())
+    result, _calls = run_module(monkeypatch, capsys, {"node": "node3", "checks": ["dcgm"]}, {}, bins=())
     assert result["status"] == "fail" and result["findings"][0]["code"] == "DCGM_NO_RESULTS"
     assert "dcgmi not found" in result["not_checked"][0]["reason"]
 
@@ -72,7 +72,7 @@ def test_missing_dcgmi_fails_and_says_why(monkeypatch, capsys):
 def test_dcgmi_without_document_fails_with_its_error(monkeypatch, capsys, tmp_path):
     err = tmp_path / "out.txt"
     err.write_text("Error: unable to establish a connection to the specified host: localhost\n")
-    result, _ = run_module(monkeypatch, capsys, {"node": "node3", "checks": ["dcgm"], "level": 1},
-                           {"dcgmi diag -r": (255, err)})
+    result, _calls = run_module(monkeypatch, capsys, {"node": "node3", "checks": ["dcgm"], "level": 1},
+                                {"dcgmi diag -r": (255, err)})
     (finding,) = result["findings"]
     assert finding["code"] == "DCGM_NO_RESULTS" and "unable to establish a connection" in finding["message"]
