@@ -89,8 +89,10 @@ def name_culprits(nodes, ring, per_node, pairs, fraction=DEFAULT_FRACTION, min_g
     unit = "Gb/s (%s)" % transport
     for node, entry in sorted(per_node.items()):
         if entry.get("gbps") is None or (node_floor is not None and entry["gbps"] < node_floor):
+            # A warn: a socket loopback measures the host's CPU, which neighbours share and which
+            # swings several-fold under load (measured here: 8 to 33 Gb/s between idle nodes).
             findings.append(make_finding(
-                "BANDWIDTH_NODE_SLOW_INTRA", "fail", node,
+                "BANDWIDTH_NODE_SLOW_INTRA", "warn", node,
                 "intra-node bandwidth %s %s is below %s (%.0f%% of the cluster median)" % (
                     entry.get("gbps"), unit, _r(node_floor), fraction * 100),
                 "The node itself is slow (CPU/memory/GPU): compare its GEMM and bandwidth figures, check throttling",

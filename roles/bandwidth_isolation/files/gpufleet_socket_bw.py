@@ -140,6 +140,7 @@ def main(argv):
     p.add_argument("--to", required=True)
     p.add_argument("--port", type=int, required=True)
     p.add_argument("--seconds", type=float, default=2.0)
+    p.add_argument("--repeat", type=int, default=1, help="send this many times and report the best figure")
     p = sub.add_parser("loopback")
     p.add_argument("--seconds", type=float, default=2.0)
     p = sub.add_parser("stop")
@@ -148,10 +149,17 @@ def main(argv):
     if args.cmd == "serve":
         return serve(args.bind, args.port, args.idle_timeout, args.pidfile)
     if args.cmd == "send":
-        try:
-            result = send(args.to, args.port, args.seconds)
-        except OSError as exc:
-            result = {"gbps": None, "error": "%s:%s: %s" % (args.to, args.port, exc), "transport": "tcp-socket"}
+        # On shared machines one run can be crowded out; the best of a few is the link's capacity.
+        samples = []
+        for _attempt in range(max(1, args.repeat)):
+            try:
+                samples.append(send(args.to, args.port, args.seconds))
+            except OSError as exc:
+                samples.append({"gbps": None, "error": "%s:%s: %s" % (args.to, args.port, exc),
+                                "transport": "tcp-socket"})
+        measured = [r for r in samples if r.get("gbps") is not None]
+        result = dict(max(measured, key=lambda r: r["gbps"]) if measured else samples[-1])
+        result["samples_gbps"] = [r.get("gbps") for r in samples]
     elif args.cmd == "loopback":
         result = loopback(args.seconds)
     else:

@@ -30,8 +30,9 @@ def test_serve_send_stop_by_pid(tmp_path):
                 break
             time.sleep(0.05)
         time.sleep(0.2)
-        result = tool("send", "--to", "127.0.0.1", "--port", "29871", "--seconds", "0.3")
+        result = tool("send", "--to", "127.0.0.1", "--port", "29871", "--seconds", "0.3", "--repeat", "2")
         assert result["gbps"] > 0 and result["to"] == "127.0.0.1"
+        assert len(result["samples_gbps"]) == 2 and result["gbps"] == max(result["samples_gbps"])
         assert tool("stop", "--pidfile", str(pidfile)) == {"stopped": True, "pid": server.pid}
         assert server.wait(timeout=10) is not None
     finally:

@@ -78,4 +78,4 @@ def test_failed_measurement_counts_as_slow_and_slow_loopback_names_the_node():
     assert bandwidth.slow_entries(ring, 1.0) == [ring[1]]
     per_node = {"node1": {"gbps": 20.0}, "node2": {"gbps": 21.0}, "node3": {"gbps": 2.0}, "node4": {"gbps": 19.0}}
     findings, _verdict = bandwidth.name_culprits(NODES, _ring(), per_node, [])
-    assert [(f["node"], f["code"]) for f in findings] == [("node3", "BANDWIDTH_NODE_SLOW_INTRA")]
+    assert [(f["node"], f["code"], f["severity"]) for f in findings] == [("node3", "BANDWIDTH_NODE_SLOW_INTRA", "warn")]
