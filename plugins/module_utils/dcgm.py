@@ -221,6 +221,7 @@ def evaluate_dcgm(parsed, node, level, rc=0, require_level_complete=True):
     findings = []
     if parsed is None:
         return [make_finding("DCGM_NO_RESULTS", "fail", node,
+                             ("dcgmi diag -r %s did not run" % level) if rc is None else
                              "dcgmi diag -r %s produced no result document (exit %s)" % (level, rc),
                              "Check that nv-hostengine runs (systemctl status nvidia-dcgm) and rerun "
                              "dcgmi diag -r %s -j by hand" % level, value=rc, source="dcgmi diag")]
