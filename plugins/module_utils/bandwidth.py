@@ -17,7 +17,10 @@ The procedure (roles/bandwidth_isolation):
    is a slow link (cable, switch port). This halves the candidates at each step instead of measuring
    all N(N-1)/2 pairs (imbue isolates slow hosts with pairwise runs the same way).
 
-A figure is slow when it is below ``fraction`` x the median of its group (ring links, or per-node
+Each slow ring link is also measured again alone; a link that is fast alone is cleared (its ring
+figure was crowded out), not blamed.
+
+A figure is slow when it is below ``fraction`` x the median of the faster half of its group (ring links, or per-node
 figures) or below ``min_gbps`` when that is set. 0.5 follows imbue's ib_burn acceptance (per-link
 throughput 0.50-1.00 of line rate, reference/health-checks.md); the median makes it relative, since
 the achievable rate depends on the transport (sockets on CPU nodes, RDMA on real ones).
@@ -47,8 +50,10 @@ def median(values):
 
 
 def floor_for(values, fraction=DEFAULT_FRACTION, min_gbps=None):
-    """The slow/fast boundary of a group of Gb/s figures."""
-    med = median(values)
+    """The slow/fast boundary of a group of Gb/s figures: ``fraction`` x the median of the faster half,
+    so a small ring where most links are slow still has a fast reference."""
+    ordered = sorted(v for v in values if v is not None)
+    med = median(ordered[len(ordered) // 2:])
     relative = med * fraction if med is not None else None
     if min_gbps:
         return max(relative or 0.0, float(min_gbps))
@@ -69,8 +74,13 @@ def isolation_pairs(nodes, slow_links):
                 suspects.append(node)
     references = [n for n in nodes if n not in suspects]
     if not references:
-        return suspects, []
-    pairs = []
+        # Every node touched a slow link (on a small ring a slow sender also delays the ACKs of what
+        # it receives): measure every pair, one at a time, so no test shares a link with another.
+        pairs = [{"src": a, "dst": b} for a in nodes for b in nodes if a != b]
+        return suspects, pairs
+    # Each slow ring link is measured again alone: a figure crowded out by the concurrent ring (or by
+    # a neighbour on a shared machine) is cleared instead of blamed.
+    pairs = [{"src": link["src"], "dst": link["dst"]} for link in slow_links]
     for i, suspect in enumerate(suspects):
         ref = references[i % len(references)]
         pairs.append({"src": suspect, "dst": ref})
@@ -98,6 +108,7 @@ def name_culprits(nodes, ring, per_node, pairs, fraction=DEFAULT_FRACTION, min_g
                 "The node itself is slow (CPU/memory/GPU): compare its GEMM and bandwidth figures, check throttling",
                 value=entry.get("gbps"), threshold=_r(node_floor), transport=transport))
     slow_nodes = set()
+    cleared = []
     if slow_ring:
         suspects, _planned = isolation_pairs(nodes, slow_ring)
         pair_floor = ring_floor
@@ -125,6 +136,10 @@ def name_culprits(nodes, ring, per_node, pairs, fraction=DEFAULT_FRACTION, min_g
         for link in slow_ring:
             if link["src"] in slow_nodes or link["dst"] in slow_nodes:
                 continue
+            retest = [p for p in pairs if (p["src"], p["dst"]) == (link["src"], link["dst"])]
+            if retest and not any(_is_slow(p, pair_floor) for p in retest):
+                cleared.append(link)
+                continue
             for node in (link["src"], link["dst"]):
                 findings.append(make_finding(
                     "BANDWIDTH_LINK_SLOW", "fail", node,
@@ -134,7 +149,8 @@ def name_culprits(nodes, ring, per_node, pairs, fraction=DEFAULT_FRACTION, min_g
                     value=link.get("gbps"), threshold=_r(ring_floor), transport=transport,
                     link="%s->%s" % (link["src"], link["dst"])))
     return findings, {"ring_floor_gbps": _r(ring_floor), "node_floor_gbps": _r(node_floor),
-                      "slow_ring_links": slow_ring, "slow_nodes": sorted(slow_nodes)}
+                      "slow_ring_links": slow_ring, "slow_nodes": sorted(slow_nodes),
+                      "cleared_links": cleared}
 
 
 def _is_slow(entry, floor):

