@@ -94,9 +94,13 @@ PYEOF
 PARSE_RC=$?
 
 if "$PY" -c 'import torch' >/dev/null 2>&1; then
-  timeout 300 "$PY" "$REPO/roles/bandwidth_isolation/files/gpufleet_microbench.py" ${MICROBENCH_ARGS:-} \
-    >"$OUT/microbench.jsonl" 2>"$OUT/microbench.stderr" && say "microbench: $(tr '\n' ' ' <"$OUT/microbench.jsonl")" \
-    || say "microbench failed: $(tail -3 "$OUT/microbench.stderr")"
+  read -r -a BENCH_ARGS <<<"${MICROBENCH_ARGS:-}"
+  if timeout 300 "$PY" "$REPO/roles/bandwidth_isolation/files/gpufleet_microbench.py" "${BENCH_ARGS[@]}" \
+    >"$OUT/microbench.jsonl" 2>"$OUT/microbench.stderr"; then
+    say "microbench: $(tr '\n' ' ' <"$OUT/microbench.jsonl")"
+  else
+    say "microbench failed: $(tail -3 "$OUT/microbench.stderr")"
+  fi
 fi
 [ $PARSE_RC -eq 0 ] || exit 2
 grep -q '"status": "fail"' "$OUT/diagnostics.json" && exit 1

@@ -48,14 +48,17 @@ def copy_bandwidth(torch, device, mib, iters):
 
 def main(argv):
     parser = argparse.ArgumentParser()
-    parser.add_argument("--size", type=int, default=8192)
+    parser.add_argument("--size", type=int, default=None, help="default 8192 on GPUs, 1024 on the CPU")
     parser.add_argument("--dtype", choices=["bf16", "fp16", "fp32"], default="bf16")
     parser.add_argument("--iters", type=int, default=20)
-    parser.add_argument("--copy-mib", type=int, default=1024)
+    parser.add_argument("--copy-mib", type=int, default=None, help="default 1024 on GPUs, 256 on the CPU")
     args = parser.parse_args(argv)
     import torch  # pylint: disable=import-outside-toplevel
     dtype = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}[args.dtype]
     devices = [torch.device("cuda", i) for i in range(torch.cuda.device_count())] or [torch.device("cpu")]
+    on_gpu = devices[0].type == "cuda"
+    args.size = args.size or (8192 if on_gpu else 1024)
+    args.copy_mib = args.copy_mib or (1024 if on_gpu else 256)
     for device in devices:
         name = torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu"
         tflops, seconds = gemm(torch, device, args.size, dtype, args.iters)
