@@ -1,78 +1,206 @@
-"""`gpufleet run STAGE -i INVENTORY`: one command, one JSON file, one exit code for pipelines."""
+"""`gpufleet run STAGE -i INVENTORY`: one command, one JSON file, one exit code for pipelines.
+
+Every way a run can end writes summary.json with a one-line `reason`: 0 all nodes passed, 1 some
+nodes failed checks, 2 the run itself broke (bad arguments or -e, unwritable artifacts, inventory
+that does not parse, --limit matching nothing, every node unreachable, Ansible or runner errors).
+"""
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
+import tempfile
 from datetime import datetime, timezone
 from pathlib import Path
 
-from gpufleet.runner import EXIT_RUN_BROKEN, STAGE_PLAYBOOKS, RunBroken, run_stage
+from gpufleet import __version__
+from gpufleet.runner import (DEFAULT_PROGRESS_EVERY_S, EXIT_RUN_BROKEN, STAGE_PLAYBOOKS, AnsibleOptions, RunBroken,
+                             colour_enabled, run_stage)
+from gpufleet.secrets import scrub_text, secret_values
 from gpufleet.summary import broken_summary, build_summary, summary_table
 
 SUMMARY_FILE = "summary.json"
 
+EPILOG = ("Exit codes: 0 all nodes passed; 1 some nodes failed checks (named on stderr and in summary.json); "
+          "2 the run itself broke (bad arguments, inventory, --limit, artifacts directory, every node "
+          "unreachable, Ansible error); summary.json's `reason` says which.")
+
+
+class UsageError(Exception):
+    """argparse found the command line wrong; raised instead of argparse's own exit."""
+
+    def __init__(self, message: str, usage: str):
+        super().__init__(message)
+        self.usage = usage
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message):
+        raise UsageError(message, self.format_usage())
+
+
+def _version_text() -> str:
+    from gpufleet import collection
+
+    found = collection.locate()
+    try:
+        from ansible.release import __version__ as ansible_version
+    except ImportError:
+        ansible_version = "not installed"
+    where = (f"collection gpufleet.cluster {found.version} ({found.source}: {found.root})" if found
+             else "collection gpufleet.cluster not bundled")
+    return f"gpufleet {__version__}; {where}; ansible-core {ansible_version}; Python {sys.version.split()[0]}"
+
+
+class _VersionAction(argparse.Action):
+    def __init__(self, option_strings, dest=argparse.SUPPRESS, default=argparse.SUPPRESS, help=None):
+        super().__init__(option_strings=option_strings, dest=dest, default=default, nargs=0, help=help)
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        print(_version_text())
+        parser.exit()
+
+
+def _positive_seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
+    if not 0 < value <= 15:
+        raise argparse.ArgumentTypeError(f"{text} is outside 0 < SECONDS <= 15")
+    return value
+
+
+def _positive_int(text: str) -> int:
+    if not text.isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number of at least 1")
+    return int(text)
+
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="gpufleet",
         description="Provision and verify GPU training clusters (ansible-runner front end).",
-        epilog="Exit codes: 0 all nodes passed; 1 some nodes failed checks (named on stderr and in "
-               "summary.json); 2 the run itself broke (bad inventory, missing playbook, runner error).",
+        epilog=EPILOG,
     )
-    sub = parser.add_subparsers(dest="command", required=True)
-    run = sub.add_parser("run", help="run one stage against an inventory")
+    parser.add_argument("--version", action=_VersionAction, help="print the versions of gpufleet, its collection "
+                        "and ansible-core, and exit")
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+    run = sub.add_parser("run", help="run one stage against an inventory", epilog=EPILOG)
     run.add_argument("stage", choices=sorted(STAGE_PLAYBOOKS), help="which stage to run")
-    run.add_argument("-i", "--inventory", required=True, type=Path, help="inventory file or directory")
+    run.add_argument("-i", "--inventory", required=True,
+                     help="inventory file or directory (or a host list 'a,b,'), as for ansible-playbook")
     run.add_argument("--artifacts", type=Path, default=None,
                      help="where events, reports and summary.json go (default: artifacts/<stage>-<UTC time>)")
-    run.add_argument("--limit", default=None, help="limit to these hosts/groups (ansible --limit syntax)")
-    run.add_argument("--tags", default=None, help="only these tags of the stage (e.g. validate --tags health)")
     run.add_argument("--baseline-dir", type=Path, default=None,
                      help="where smoke-test baselines are kept across runs (default: baselines/)")
-    run.add_argument("-e", "--extra-vars", action="append", default=[], metavar="KEY=VALUE|JSON",
-                     help="extra variables, as for ansible-playbook")
+    run.add_argument("--progress-every", type=_positive_seconds, default=DEFAULT_PROGRESS_EVERY_S, metavar="SECONDS",
+                     help=f"print the running task and its nodes this often (default {DEFAULT_PROGRESS_EVERY_S:g}, at most 15)")
+    passed = run.add_argument_group("passed to ansible-playbook unchanged")
+    passed.add_argument("-l", "--limit", default=None, help="limit to these hosts/groups (a host pattern)")
+    passed.add_argument("-t", "--tags", default=None, help="only these tags of the stage (e.g. validate --tags health)")
+    passed.add_argument("--skip-tags", default=None, help="skip these tags")
+    passed.add_argument("-e", "--extra-vars", action="append", default=[], metavar="VARS",
+                        help="KEY=VALUE pairs, a JSON/YAML mapping or @FILE; repeatable")
+    passed.add_argument("-C", "--check", action="store_true", help="check mode: change nothing, report what would change")
+    passed.add_argument("-D", "--diff", action="store_true", help="show the differences in changed files")
+    passed.add_argument("-v", "--verbose", action="count", default=0,
+                        help="Ansible's verbosity; also streams Ansible's own output (repeat for more)")
+    passed.add_argument("-f", "--forks", type=_positive_int, default=None, help="parallel processes")
+    passed.add_argument("-u", "--user", default=None, help="connect as this user")
+    passed.add_argument("--private-key", "--key-file", dest="private_key", default=None,
+                        help="SSH private key file")
+    passed.add_argument("--vault-id", action="append", default=[], help="vault identity, as for ansible-playbook")
+    passed.add_argument("--vault-password-file", action="append", default=[], help="vault password file")
     return parser
 
 
-def _extra_vars(items: list[str]) -> dict:
-    merged: dict = {}
-    for item in items:
-        item = item.strip()
-        if item.startswith("{"):
-            merged.update(json.loads(item))
-        else:
-            for pair in item.split():
-                key, sep, value = pair.partition("=")
-                if not sep:
-                    raise RunBroken(f"extra variable {pair!r} is not KEY=VALUE or a JSON object")
-                merged[key] = value
-    return merged
+def _argv_hints(argv: list[str]) -> tuple[str | None, Path | None, str | None]:
+    """Stage, --artifacts and -i as far as they can be read from a command line argparse rejected."""
+    stage = artifacts = inventory = None
+    for i, arg in enumerate(argv):
+        nxt = argv[i + 1] if i + 1 < len(argv) else None
+        if arg == "--artifacts" and nxt:
+            artifacts = Path(nxt)
+        elif arg.startswith("--artifacts="):
+            artifacts = Path(arg.split("=", 1)[1])
+        elif arg in ("-i", "--inventory") and nxt:
+            inventory = nxt
+        elif arg.startswith("--inventory="):
+            inventory = arg.split("=", 1)[1]
+        elif arg in STAGE_PLAYBOOKS and i > 0 and argv[i - 1] == "run":
+            stage = arg
+    return stage, artifacts, inventory
+
+
+def _default_artifacts(stage: str | None, started_at: datetime) -> Path:
+    return Path("artifacts") / f"{stage or 'gpufleet'}-{started_at:%Y%m%dT%H%M%SZ}"
+
+
+def write_summary(summary: dict, artifacts: Path, secrets: list[str]) -> Path:
+    """Writes summary.json into the artifacts directory, or -- when that cannot be written -- into a
+    new temporary directory, so that a pipeline always finds a reason."""
+    text = scrub_text(json.dumps(summary, indent=2) + "\n", secrets)
+    try:
+        artifacts.mkdir(parents=True, exist_ok=True)
+        path = artifacts / SUMMARY_FILE
+        path.write_text(text)
+        return path
+    except OSError:
+        path = Path(tempfile.mkdtemp(prefix="gpufleet-summary-")) / SUMMARY_FILE
+        path.write_text(text)
+        return path
+
+
+def _broken(stage, inventory, limit, reason, started_at, artifacts, secrets) -> int:
+    summary = broken_summary(stage, inventory, limit, reason, started_at)
+    path = write_summary(summary, artifacts, secrets)
+    print(scrub_text(f"gpufleet: run broke: {reason} (summary: {path})", secrets), file=sys.stderr)
+    return EXIT_RUN_BROKEN
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
+    argv = list(sys.argv[1:] if argv is None else argv)
     started_at = datetime.now(timezone.utc)
-    artifacts = args.artifacts or Path("artifacts") / f"{args.stage}-{started_at:%Y%m%dT%H%M%SZ}"
-    artifacts.mkdir(parents=True, exist_ok=True)
-    summary_path = artifacts / SUMMARY_FILE
+    secrets = secret_values()
+    try:
+        args = _parser().parse_args(argv)
+    except UsageError as exc:
+        stage, artifacts, inventory = _argv_hints(argv)
+        sys.stderr.write(exc.usage)
+        return _broken(stage, inventory, None, f"bad command line: {exc}", started_at,
+                       artifacts or _default_artifacts(stage, started_at), secrets)
+
+    artifacts = args.artifacts or _default_artifacts(args.stage, started_at)
+    options = AnsibleOptions(limit=args.limit, tags=args.tags, skip_tags=args.skip_tags, extra_vars=args.extra_vars,
+                             check=args.check, diff=args.diff, verbosity=args.verbose, forks=args.forks,
+                             user=args.user, private_key=args.private_key, vault_ids=args.vault_id,
+                             vault_password_files=args.vault_password_file)
     try:
         print(f"gpufleet: stage {args.stage} on {args.inventory}"
               + (f" (limit {args.limit})" if args.limit else ""), flush=True)
-        run = run_stage(args.stage, args.inventory, artifacts, limit=args.limit,
-                        extra_vars=_extra_vars(args.extra_vars), tags=args.tags,
-                        baseline_dir=args.baseline_dir)
+        run = run_stage(args.stage, args.inventory, artifacts, options=options, baseline_dir=args.baseline_dir,
+                        progress_every=args.progress_every, secrets=secrets)
         summary = build_summary(run, args.limit, started_at)
     except RunBroken as exc:
-        summary = broken_summary(args.stage, args.inventory, args.limit, str(exc), started_at)
-        summary_path.write_text(json.dumps(summary, indent=2) + "\n")
-        print(f"gpufleet: run broke: {exc}", file=sys.stderr)
-        return EXIT_RUN_BROKEN
-    summary_path.write_text(json.dumps(summary, indent=2) + "\n")
-    print(summary_table(summary))
-    print(f"summary: {summary_path}")
-    if summary["failed_nodes"]:
+        return _broken(args.stage, args.inventory, args.limit, str(exc), started_at, artifacts, secrets)
+    except KeyboardInterrupt:
+        return _broken(args.stage, args.inventory, args.limit, "interrupted (Ctrl-C or SIGINT)", started_at,
+                       artifacts, secrets)
+    except Exception as exc:  # the contract: a reason in summary.json and exit 2, never a bare traceback
+        if os.environ.get("GPUFLEET_DEBUG"):
+            raise
+        return _broken(args.stage, args.inventory, args.limit,
+                       f"internal error: {type(exc).__name__}: {' '.join(str(exc).split())} "
+                       "(set GPUFLEET_DEBUG=1 for the traceback)", started_at, artifacts, secrets)
+    path = write_summary(summary, run.artifacts, secrets)
+    print(summary_table(summary, colour=colour_enabled(sys.stdout)))
+    print(f"summary: {path}")
+    if summary["exit_code"] == EXIT_RUN_BROKEN:
+        print(f"gpufleet: run broke: {summary['reason']}", file=sys.stderr)
+    elif summary["failed_nodes"]:
         print("gpufleet: nodes failed: " + ", ".join(summary["failed_nodes"]), file=sys.stderr)
     return summary["exit_code"]
 

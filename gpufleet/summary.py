@@ -7,13 +7,25 @@ meaning or disappears (additions keep the version).
 from __future__ import annotations
 
 import json
+import textwrap
 from datetime import datetime, timezone
 from pathlib import Path
 
 from gpufleet.runner import EXIT_NODES_FAILED, EXIT_PASSED, EXIT_RUN_BROKEN, StageRun, classify, failed_hosts
 
 SCHEMA_VERSION = "1.0"
-SCHEMA_PATH = Path(__file__).resolve().parent.parent / "docs" / "run-summary.schema.json"
+
+
+def _schema_path() -> Path:
+    """docs/run-summary.schema.json of the clone, else the copy inside the installed collection."""
+    from gpufleet import collection
+
+    found = collection.locate()
+    root = found.root if found else Path(__file__).resolve().parent.parent
+    return root / "docs" / "run-summary.schema.json"
+
+
+SCHEMA_PATH = _schema_path()
 _RESULT_NAMES = {EXIT_PASSED: "passed", EXIT_NODES_FAILED: "nodes_failed"}
 # The smoke_test role judges the whole job in one run_once task, so Ansible reports its failure on
 # whichever host ran it; the smoke report says which nodes were really at fault.
@@ -156,23 +168,25 @@ def build_summary(run: StageRun, limit: str | None, started_at: datetime) -> dic
         "result": _RESULT_NAMES.get(code, "run_broken"),
         "reason": reason,
         "nodes": nodes,
+        "stage_names": {play: short_name(play, run.stage_names) for play in run.tracker.plays},
         "ready_nodes": sorted(h for h, n in nodes.items() if n["status"] == "passed"),
         "failed_nodes": sorted(h for h, n in nodes.items() if n["status"] == "failed"),
         "smoke": _smoke_verdict(reports),
         "artifacts": {
             "directory": str(run.artifacts),
-            "events": str(run.artifacts / "runner" / "artifacts" / "run" / "job_events"),
+            "events": str(run.artifacts / "runner" / "job_events"),
             "reports": sorted(str(p) for p in reports.rglob("*") if p.is_file()),
         },
     }
 
 
-def broken_summary(stage: str, inventory: Path, limit: str | None, reason: str, started_at: datetime) -> dict:
-    """The summary of a run that could not start: same schema, no nodes."""
+def broken_summary(stage: str | None, inventory, limit: str | None, reason: str, started_at: datetime) -> dict:
+    """The summary of a run that could not start: same schema, no nodes (stage and inventory are
+    null when the command line was too broken to name them)."""
     return {
         "schema_version": SCHEMA_VERSION,
         "stage": stage,
-        "inventory": str(inventory),
+        "inventory": None if inventory is None else str(inventory),
         "limit": limit,
         "started_at": started_at.isoformat(),
         "finished_at": datetime.now(timezone.utc).isoformat(),
@@ -182,6 +196,7 @@ def broken_summary(stage: str, inventory: Path, limit: str | None, reason: str, 
         "result": "run_broken",
         "reason": reason,
         "nodes": {},
+        "stage_names": {},
         "ready_nodes": [],
         "failed_nodes": [],
         "smoke": None,
@@ -189,24 +204,76 @@ def broken_summary(stage: str, inventory: Path, limit: str | None, reason: str, 
     }
 
 
-def summary_table(summary: dict) -> str:
-    """The closing human table: one row per node, one column per play."""
-    plays: list[str] = []
+TABLE_WIDTH = 100
+_NODE_WIDTH = 20
+_SHORT_STATUS = {"unreachable": "unreach", "failed": "FAILED"}
+_STATUS_RANK = {"skipped": 0, "ok": 1, "changed": 2, "failed": 3, "unreachable": 4}
+
+
+def short_name(play: str, stage_names: dict[str, str]) -> str:
+    """A play's column name: its stage tag (preflight, stack, reboot, fabric, health, smoke), else
+    the first word of its name; the full play name stays in summary.json."""
+    if play.split(" #")[0] in stage_names:
+        return stage_names[play.split(" #")[0]]
+    word = (play.split() or ["play"])[0].lower()
+    return "".join(c for c in word if c.isalnum())[:9] or "play"
+
+
+def _clip(text: str, width: int) -> str:
+    return text if len(text) <= width else text[: width - 1] + "~"
+
+
+def summary_table(summary: dict, colour: bool = False) -> str:
+    """The closing human table, at most 100 columns: one row per node, one column per stage (plays
+    of the same stage merged, worst status shown), findings counted; details are in summary.json."""
+    from gpufleet.runner import paint
+
+    names = summary.get("stage_names") or {}
+    columns: list[str] = []
     for node in summary["nodes"].values():
         for play in node["stages"]:
-            if play not in plays:
-                plays.append(play)
-    header = ["node", "status", *plays, "findings"]
-    rows = [header]
+            if short_name(play, names) not in columns:
+                columns.append(short_name(play, names))
+    rows = []
     for host, node in sorted(summary["nodes"].items()):
-        cells = [host, node["status"]]
-        cells += [node["stages"].get(p, {}).get("status", "-") for p in plays]
+        per_column: dict[str, str] = {}
+        for play, tally in node["stages"].items():
+            column = short_name(play, names)
+            old = per_column.get(column)
+            if old is None or _STATUS_RANK.get(tally["status"], 0) > _STATUS_RANK.get(old, 0):
+                per_column[column] = tally["status"]
         fails = sum(1 for f in node["findings"] if f.get("severity") == "fail")
         warns = sum(1 for f in node["findings"] if f.get("severity") == "warn")
-        cells.append(f"{fails} fail, {warns} warn")
-        rows.append(cells)
-    widths = [max(len(str(r[i])) for r in rows) for i in range(len(header))]
-    lines = ["  ".join(str(c).ljust(w) for c, w in zip(r, widths)).rstrip() for r in rows]
-    lines.insert(1, "  ".join("-" * w for w in widths))
-    lines.append(f"result: {summary['result']} (exit {summary['exit_code']}): {summary['reason']}")
+        rows.append((host, node["status"], per_column, f"{fails}F {warns}W"))
+
+    def widths_for(cols):
+        node_w = min(_NODE_WIDTH, max([4] + [len(r[0]) for r in rows]))
+        col_w = [max([len(c)] + [len(_SHORT_STATUS.get(r[2].get(c, "-"), r[2].get(c, "-"))) for r in rows])
+                 for c in cols]
+        return node_w, col_w, node_w + 2 + 7 + 2 + sum(w + 2 for w in col_w) + len("findings")
+
+    shown = list(columns)
+    node_w, col_w, total = widths_for(shown)
+    while total > TABLE_WIDTH and shown:  # very many plays: keep the first ones, say where the rest are
+        shown.pop()
+        node_w, col_w, total = widths_for(shown)
+
+    def line(cells, raw_statuses=None):
+        out = []
+        for i, (cell, width) in enumerate(zip(cells, [node_w, 7, *col_w, len("findings")])):
+            text = _clip(str(cell), width).ljust(width)
+            status = raw_statuses[i] if raw_statuses else None
+            out.append(paint(text, status, colour) if status else text)
+        return "  ".join(out).rstrip()
+
+    lines = [line(["node", "status", *shown, "findings"]),
+             "  ".join("-" * w for w in [node_w, 7, *col_w, len("findings")])]
+    for host, status, per_column, counts in rows:
+        statuses = [per_column.get(c, "-") for c in shown]
+        cells = [host, status, *[_SHORT_STATUS.get(s, s) for s in statuses], counts]
+        lines.append(line(cells, [None, status, *statuses, None]))
+    if len(shown) < len(columns):
+        lines.append(f"(stages {', '.join(columns[len(shown):])} left out for width: see summary.json)")
+    result = f"result: {summary['result']} (exit {summary['exit_code']}): {summary['reason']}"
+    lines.extend(textwrap.wrap(result, TABLE_WIDTH, subsequent_indent="  "))
     return "\n".join(lines)

@@ -14,6 +14,19 @@ for path in (REPO / "collections", REPO, REPO / "tests"):
     if str(path) not in sys.path:
         sys.path.insert(0, str(path))
 
+# Ansible's own collection finder, installed first and pointed at the self-link: a test that loads
+# Ansible's plugin machinery (Templar, the plugin loader) would otherwise install one without our
+# path, and every later `ansible_collections.gpufleet.cluster` import would fail with
+# "collection metadata was not loaded" depending on test order.
+from ansible.utils.collection_loader._collection_finder import _AnsibleCollectionFinder  # noqa: E402
+
+_AnsibleCollectionFinder(paths=[str(REPO / "collections")], scan_sys_paths=False)._install()  # pylint: disable=protected-access
+
+
+# Ansible refuses a non-blocking stdin ("requires blocking IO"); no test reads stdin, so every
+# child gets /dev/null whatever the shell that started pytest handed over.
+os.dup2(os.open(os.devnull, os.O_RDONLY), 0)
+
 
 def pytest_collection_modifyitems(config, items):
     """Skips, with the reason, what this machine cannot run; never silently."""

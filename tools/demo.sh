@@ -5,11 +5,18 @@
 set -euo pipefail
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$repo"
+# The simulated cluster needs root (network namespaces, mounts, systemd-nspawn): a user with sudo
+# gets the demo re-run through it; a root shell (often without sudo at all) runs it directly.
 if [ "$(id -u)" != 0 ]; then
-  echo "demo: the simulated cluster needs root (network namespaces, mounts, systemd-nspawn)" >&2
+  if command -v sudo >/dev/null; then
+    echo "demo: the simulated cluster needs root; re-running through sudo" >&2
+    exec sudo -- bash "$repo/tools/demo.sh" "$@"
+  fi
+  echo "demo: the simulated cluster needs root (network namespaces, mounts, systemd-nspawn), and sudo is not installed" >&2
   exit 2
 fi
-bash tools/setup.sh
+# The demo runs the simulated cluster and the CPU smoke job: it needs the test tools (and torch).
+bash tools/setup.sh --test
 export PATH="$repo/.venv/bin:$PATH" ANSIBLE_CONFIG="$repo/ansible.cfg"
 
 name=demo
@@ -28,5 +35,5 @@ echo "Reports:  $artifacts/summary.json and $artifacts/reports/ (preflight.md, p
 echo "Explore:  ansible-playbook playbooks/validate.yml -i $inventory --tags health"
 echo "          ansible gpu_nodes -i $inventory -m ansible.builtin.command -a 'nvidia-smi -L'"
 echo "          python tests/sim/simcluster.py fault --name $name node2 ecc-uncorrectable   # then re-run the health checks"
-echo "Remove:   sudo .venv/bin/python tests/sim/simcluster.py down --name $name"
+echo "Remove:   .venv/bin/python tests/sim/simcluster.py down --name $name   (as root, or with sudo)"
 exit "$rc"

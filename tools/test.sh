@@ -5,7 +5,7 @@
 set -euo pipefail
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$repo"
-bash tools/setup.sh
+bash tools/setup.sh --test
 export PATH="$repo/.venv/bin:$PATH" ANSIBLE_CONFIG="$repo/ansible.cfg"
 
 echo "== yamllint"

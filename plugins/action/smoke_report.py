@@ -34,6 +34,8 @@ _ARGS = {
     "thresholds": {"type": "dict", "default": {}},
     "tolerance": {"type": "float", "default": 0.10},
     "expect_rdma": {"type": "bool", "default": False},
+    "allow_socket_transport": {"type": "bool", "default": False},
+    "allow_no_busbw_floor": {"type": "bool", "default": False},
     "rdma_gbps_per_node": {"type": "float", "default": None},
     "sim": {"type": "bool", "default": False},
     "report_dir": {"type": "path", "required": True},
@@ -116,7 +118,9 @@ class ActionModule(ActionBase):
                 raise AnsibleActionFail("cannot read the baseline %s: %s" % (baseline_path, to_native(exc)))
         thresholds = sr.resolve_thresholds(report, args["thresholds"], args["rdma_gbps_per_node"])
         sr.evaluate(report, thresholds, baseline=baseline, tolerance=args["tolerance"],
-                    expect_rdma=args["expect_rdma"], sim=args["sim"])
+                    expect_rdma=args["expect_rdma"], sim=args["sim"],
+                    allow_socket_transport=args["allow_socket_transport"],
+                    allow_no_busbw_floor=args["allow_no_busbw_floor"])
         report["baseline"]["file"] = baseline_path
         changed = False
         if args["store_baseline"]:

@@ -13,43 +13,7 @@
 
 from __future__ import annotations
 
-DOCUMENTATION = r"""
-name: homogeneity
-short_description: Group each property's values across nodes and name the outliers
-description:
-  - Input is a mapping of node name to a flat property mapping (the preflight node summary).
-  - For every property returns the value groups (largest first), the majority value and the
-    outliers with the value expected of them. C(null) values form their own C(unknown) group.
-  - Ties go to a known value before C(unknown), then to the smallest value in natural order;
-    the result marks them C(tie=true).
-  - Properties listed in I(allow_mixed) are reported but their outliers are C(allowed).
-positional: _input, properties, allow_mixed
-options:
-  _input:
-    description: Mapping of node name to property mapping.
-    type: dict
-    required: true
-  properties:
-    description: Property names to compare.
-    type: list
-    elements: str
-  allow_mixed:
-    description: Properties allowed to differ between nodes.
-    type: list
-    elements: str
-"""
-
-EXAMPLES = r"""
-- name: Compare the nodes
-  ansible.builtin.set_fact:
-    report: "{{ summaries | gpufleet.cluster.homogeneity(['gpu_model', 'driver_version'], ['kernel']) }}"
-"""
-
-RETURN = r"""
-_value:
-  description: node_count, properties (groups, majority, tie, unknown, outliers), outliers, outlier_nodes, homogeneous.
-  type: dict
-"""
+# Documentation: plugins/filter/<name>.yml, one file per filter, so `ansible-doc -t filter` shows each its own.
 
 from ansible.errors import AnsibleFilterError
 

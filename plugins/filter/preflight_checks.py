@@ -11,42 +11,7 @@
 
 from __future__ import annotations
 
-DOCUMENTATION = r"""
-name: preflight_node_summary
-short_description: Flatten gpu_info, rdma_info and host_info results into one node summary
-description:
-  - Takes the results of C(gpufleet.cluster.gpu_info), C(gpufleet.cluster.rdma_info) and
-    C(gpufleet.cluster.host_info) for one node and returns the flat summary the preflight
-    profile checks and the homogeneity report compare.
-  - Before the driver is installed the GPU model comes from the PCI device id and VRAM from
-    the model table (C(gpu_source=pci), C(vram_source=model table)).
-  - Companion filters in this file are C(preflight_profile) (resolve and validate a profile,
-    raising an error that names the inventory variable) and C(preflight_findings).
-positional: _input, rdma_info, host_info
-options:
-  _input:
-    description: The registered result of gpufleet.cluster.gpu_info.
-    type: dict
-    required: true
-  rdma_info:
-    description: The registered result of gpufleet.cluster.rdma_info.
-    type: dict
-  host_info:
-    description: The registered result of gpufleet.cluster.host_info.
-    type: dict
-"""
-
-EXAMPLES = r"""
-- name: Summarize the node
-  ansible.builtin.set_fact:
-    node_summary: "{{ gpu.result | gpufleet.cluster.preflight_node_summary(rdma, host) }}"
-"""
-
-RETURN = r"""
-_value:
-  description: gpu_model, gpu_count, vram_gib, driver_version, cuda_version, ... and a per-GPU list C(gpus).
-  type: dict
-"""
+# Documentation: plugins/filter/<name>.yml, one file per filter, so `ansible-doc -t filter` shows each its own.
 
 from ansible.errors import AnsibleFilterError
 

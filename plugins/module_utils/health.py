@@ -37,6 +37,7 @@ from ansible_collections.gpufleet.cluster.plugins.module_utils.findings import (
     worst_status,
     format_finding,
 )
+from ansible_collections.gpufleet.cluster.plugins.module_utils.gpu_models import lookup_model
 from ansible_collections.gpufleet.cluster.plugins.module_utils.nccl_env import classify_ports
 
 # Xids that gcm reports as WARN (check_syslogs: everything else is CRITICAL) plus 94 (contained
@@ -59,6 +60,11 @@ DEFAULTS = {
     "ib_expected_ports": [],
     "ib_expected_rate_gbps": None,
     "ib_expected_link_layer": None,
+    # HCAs every node must have: the profile's count, else the cluster majority (the role passes it).
+    "ib_expected_hca_count": None,
+    "ib_cluster_hca_counts": [],
+    # NVSwitch SXids whose text says "Non-fatal" warn; "Fatal" ones fail.
+    "sxid_check": True,
     "host_ecc_required": False,
     "host_edac_corrected_max": 9,
     "host_edac_uncorrected_max": 0,
@@ -74,7 +80,7 @@ def _options(options):
     merged = dict(DEFAULTS)
     for key, value in (options or {}).items():
         if value is not None or key in ("expected_gpu_count", "ib_expected_rate_gbps",
-                                        "ib_expected_link_layer"):
+                                        "ib_expected_link_layer", "ib_expected_hca_count"):
             merged[key] = value
     return merged
 
@@ -135,6 +141,38 @@ def ecc_supported(gpu):
     return to_bool((gpu.get("ecc_mode") or {}).get("current")) is not None
 
 
+def gpu_model(gpu):
+    """The model table entry for a GPU (its key, else its name, else its PCI id); None when unknown."""
+    for ident in (gpu.get("model"), gpu.get("name"), gpu.get("pci_device_id")):
+        model = lookup_model(ident) if ident else None
+        if model:
+            return model
+    return None
+
+
+def model_has_ecc(gpu):
+    """True when the model table says this is a data-centre GPU with ECC memory."""
+    model = gpu_model(gpu)
+    return bool(model and model.get("ecc_capable") and model.get("datacenter"))
+
+
+def model_remaps_rows(gpu):
+    """HBM data-centre GPUs from Ampere on (A100, H100, H200, B200) repair memory by row remapping."""
+    model = gpu_model(gpu)
+    hbm = str(model.get("memory_type") or "").upper().startswith("HBM") if model else False
+    return bool(model and model_has_ecc(gpu) and hbm and model.get("architecture") not in ("Pascal", "Volta", "Turing"))
+
+
+def model_retires_pages(gpu):
+    """Data-centre GPUs with ECC before Ampere (P100, V100, T4) repair memory by retiring pages."""
+    model = gpu_model(gpu)
+    return bool(model and model_has_ecc(gpu) and model.get("architecture") in ("Pascal", "Volta", "Turing"))
+
+
+def _mig_on(gpu):
+    return ((gpu.get("mig_mode") or {}).get("current") or "") == "enabled"
+
+
 def _gpu_ref(gpu):
     return {"gpu_index": gpu.get("index"), "gpu_bus_id": gpu.get("pci_bus_id")}
 
@@ -174,7 +212,17 @@ def _check_ecc(node, gpu, opts):
     mode = gpu.get("ecc_mode") or {}
     current = to_bool(mode.get("current"))
     pending = to_bool(mode.get("pending"))
-    if current is None:
+    if current is None and model_has_ecc(gpu):
+        # A data-centre GPU always has an ECC mode: N/A, "Unknown Error" or "[GPU requires reset]"
+        # here means the driver cannot read it, which is a sick GPU, not a consumer one.
+        out.append(make_finding(
+            "ECC_MODE_UNREADABLE", "fail", node,
+            "%s (%s) has ECC memory but its ECC mode reads %s" % (
+                _name(gpu), gpu.get("name"), mode.get("current") if mode.get("current") is not None else "unknown/N/A"),
+            "Reset the GPU (nvidia-smi -r -i %s) or reboot; if it stays unreadable, check dmesg for Xid "
+            "errors and RMA the GPU" % gpu.get("index"),
+            value=mode.get("current"), threshold="Enabled", counter="ecc.mode.current", **ref))
+    elif current is None:
         if opts["ecc_required"]:
             out.append(make_finding(
                 "ECC_UNSUPPORTED", "warn", node,
@@ -210,6 +258,27 @@ def _check_ecc(node, gpu, opts):
          opts["ecc_correctable_volatile_max"],
          "Watch the counter; run dcgmi diag -r 3 and plan a replacement if it keeps climbing"),
     )
+    if current is True:
+        # ECC is on, so every counter has a value; one that does not is unknown, not zero. With MIG
+        # on, the GPU-level volatile counters read N/A by design (real A100 MIG capture): only the
+        # aggregate ones are required then.
+        scopes = ("aggregate",) if _mig_on(gpu) else ("volatile", "aggregate")
+        unreadable = ["%s.%s" % (scope, kind) for scope in scopes
+                      for kind in ("correctable", "uncorrectable")
+                      if to_int((errors.get(scope) or {}).get(kind)) is None]
+        # A total hides one unreadable kind behind its readable siblings: look at each one listed.
+        detail = gpu.get("ecc_errors_detail") or {}
+        for scope in scopes:
+            for key, value in sorted((detail.get(scope) or {}).items()):
+                if "correctable" in key and not isinstance(value, dict) and value is None:
+                    unreadable.append("%s.%s" % (scope, key))
+        if unreadable:
+            out.append(make_finding(
+                "ECC_COUNTERS_UNREADABLE", "fail", node,
+                "%s ECC is enabled but its error counters cannot be read: %s" % (_name(gpu), ", ".join(unreadable)),
+                "Reset the GPU (nvidia-smi -r -i %s) or reboot; an unreadable counter cannot be judged "
+                "healthy" % gpu.get("index"),
+                value=unreadable, threshold="readable", counter="ecc.errors", **ref))
     for scope, kind, code, severity, limit, fix in checks:
         value = to_int((errors.get(scope) or {}).get(kind))
         if value is not None and limit is not None and value > limit:
@@ -227,6 +296,24 @@ def _check_memory_retirement(node, gpu, opts):
     out = []
     ref = _gpu_ref(gpu)
     rows = gpu.get("remapped_rows")
+    if rows is None and model_remaps_rows(gpu) and not _mig_on(gpu) and to_bool(
+            (gpu.get("ecc_mode") or {}).get("current")) is not False:
+        out.append(make_finding(
+            "ROW_REMAP_UNREADABLE", "fail", node,
+            "%s (%s) repairs memory by row remapping but reports no remapped-rows state" % (
+                _name(gpu), gpu.get("name")),
+            "Run nvidia-smi -q -d ROW_REMAPPER -i %s; reset the GPU or reboot if it reads N/A or an error"
+            % gpu.get("index"),
+            value=None, threshold="readable", counter="remapped_rows", **ref))
+    elif rows is not None and (to_bool(rows.get("pending")) is None or to_bool(rows.get("failure")) is None):
+        out.append(make_finding(
+            "ROW_REMAP_UNREADABLE", "fail", node,
+            "%s remapped-rows pending/failure cannot be read (pending %s, failure %s)" % (
+                _name(gpu), rows.get("pending"), rows.get("failure")),
+            "Run nvidia-smi -q -d ROW_REMAPPER -i %s; reset the GPU or reboot if it reads N/A or an error"
+            % gpu.get("index"),
+            value={"pending": rows.get("pending"), "failure": rows.get("failure")}, threshold="readable",
+            counter="remapped_rows", **ref))
     if rows:
         if to_bool(rows.get("pending")):
             out.append(make_finding(
@@ -244,6 +331,17 @@ def _check_memory_retirement(node, gpu, opts):
                 "Take the GPU out of service and open an RMA (the memory cannot be repaired in place)",
                 value=True, threshold=False, counter="remapped_rows.failure", **ref))
     pages = gpu.get("retired_pages")
+    ecc_on = to_bool((gpu.get("ecc_mode") or {}).get("current")) is True
+    if model_retires_pages(gpu) and ecc_on and (
+            not pages or to_int(pages.get("single_bit")) is None or to_int(pages.get("double_bit")) is None):
+        # An unreadable count is not 0: without it the page-retirement table cannot be judged.
+        out.append(make_finding(
+            "RETIRED_PAGES_UNREADABLE", "fail", node,
+            "%s (%s) retires pages but its retired-page counts cannot be read (%s)" % (
+                _name(gpu), gpu.get("name"), pages if pages else "no retired-pages section"),
+            "Run nvidia-smi -q -d PAGE_RETIREMENT -i %s; reset the GPU or reboot if it reads N/A or an error"
+            % gpu.get("index"),
+            value=pages, threshold="readable", counter="retired_pages", **ref))
     if pages:
         sbe = to_int(pages.get("single_bit")) or 0
         dbe = to_int(pages.get("double_bit")) or 0
@@ -280,6 +378,51 @@ def _check_persistence(node, gpu, opts):
             "Enable nvidia-persistenced (or nvidia-smi -pm 1; gpu_health_persistence_enable does it)",
             value="Disabled", threshold="Enabled", counter="persistence_mode", **_gpu_ref(gpu))]
     return []
+
+
+def _check_gpu_state(node, gpu, opts):
+    """The driver's own verdicts nvidia-smi reports: reset needed, recovery action, NVLink fabric
+    registration, unrepairable memory. Absent fields (older drivers) are not judged."""
+    out = []
+    ref = _gpu_ref(gpu)
+    if gpu.get("reset_required") is True:
+        out.append(make_finding(
+            "GPU_RESET_REQUIRED", "fail", node,
+            "%s reports GPU Reset Required: Yes" % _name(gpu),
+            "Drain the node and reset the GPU (nvidia-smi -r -i %s) or reboot" % gpu.get("index"),
+            value=True, threshold=False, counter="gpu_reset_status.reset_required", **ref))
+    if gpu.get("drain_and_reset_recommended") is True:
+        out.append(make_finding(
+            "GPU_DRAIN_AND_RESET_RECOMMENDED", "fail", node,
+            "%s reports Drain and Reset Recommended: Yes" % _name(gpu),
+            "Drain the node's jobs, then reset the GPU (nvidia-smi -r -i %s) or reboot" % gpu.get("index"),
+            value=True, threshold=False, counter="gpu_reset_status.drain_and_reset_recommended", **ref))
+    action = gpu.get("gpu_recovery_action")
+    if action is not None and str(action).strip().lower() not in ("none", ""):
+        out.append(make_finding(
+            "GPU_RECOVERY_ACTION", "fail", node,
+            "%s driver asks for recovery action %s" % (_name(gpu), action),
+            "Do what it names (GPU Reset, Node Reboot, Drain P2P, Drain and Reset) before the node runs jobs",
+            value=action, threshold="None", counter="gpu_recovery_action", **ref))
+    fabric = gpu.get("fabric") or {}
+    state, status = fabric.get("state"), fabric.get("status")
+    if state is not None or status is not None:
+        state_l, status_l = str(state or "").lower(), str(status or "").lower()
+        if status_l and status_l not in ("success", "n/a") or state_l and state_l not in ("completed", "n/a"):
+            out.append(make_finding(
+                "FABRIC_STATE_FAILURE", "fail", node,
+                "%s NVLink fabric state %s, status %s (needs Completed/Success before CUDA can use the GPU)"
+                % (_name(gpu), state, status),
+                "Check nvidia-fabricmanager (systemctl status, /var/log/fabricmanager.log) and that its version "
+                "equals the driver's; restart it, reset the GPUs or reboot",
+                value="%s/%s" % (state, status), threshold="Completed/Success", counter="fabric.state", **ref))
+    if (gpu.get("ecc_errors_detail") or {}).get("unrepairable_memory") is True:
+        out.append(make_finding(
+            "UNREPAIRABLE_MEMORY", "fail", node,
+            "%s reports Unrepairable Memory: Yes" % _name(gpu),
+            "Take the GPU out of service and open an RMA: its memory cannot be repaired in place",
+            value=True, threshold=False, counter="ecc_errors.unrepairable_memory", **ref))
+    return out
 
 
 def _reasons(gpu):
@@ -384,6 +527,7 @@ def check_gpus(node, gpu_info, options=None):
     for gpu in gpus:
         out.extend(_check_ecc(node, gpu, opts))
         out.extend(_check_memory_retirement(node, gpu, opts))
+        out.extend(_check_gpu_state(node, gpu, opts))
         out.extend(_check_persistence(node, gpu, opts))
         out.extend(_check_pcie(node, gpu, opts))
         out.extend(_check_throttle(node, gpu, opts))
@@ -392,6 +536,25 @@ def check_gpus(node, gpu_info, options=None):
 
 # ---------------------------------------------------------------------------------------------
 # InfiniBand / RoCE ports
+
+
+def expected_hca_count(options=None):
+    """HCAs each node must have: ``ib_expected_hca_count`` (the profile) when set, else the count most
+    nodes of the cluster have (``ib_cluster_hca_counts``; a tie takes the larger, since a missing HCA
+    is the likelier fault), else None (a lone node is not compared)."""
+    opts = _options(options)
+    explicit = to_int(opts["ib_expected_hca_count"])
+    if explicit:
+        return explicit
+    counts = [to_int(c) for c in opts["ib_cluster_hca_counts"] or []]
+    counts = [c for c in counts if c is not None]
+    if len(counts) < 2:
+        return None
+    tally = {}
+    for c in counts:
+        tally[c] = tally.get(c, 0) + 1
+    best = max(tally.items(), key=lambda kv: (kv[1], kv[0]))[0]
+    return best or None
 
 
 def _port_id(ca, port):
@@ -417,6 +580,15 @@ def check_ib_ports(node, rdma_info, options=None):
             "RDMA_TOOL_ERROR", "warn", node, "ibstat reported: %s" % line,
             "Check the named HCA with ibv_devinfo and dmesg (mlx5_core); reload the driver or RMA",
             value=line, threshold=None))
+    want_hcas = expected_hca_count(opts)
+    if want_hcas and len(cas) < want_hcas:
+        out.append(make_finding(
+            "IB_HCA_COUNT_LOW", "fail", node,
+            "Node has %d RDMA HCA(s) (%s), expected %d" % (
+                len(cas), ", ".join(c.get("ca") or "?" for c in cas) or "none", want_hcas),
+            "Check that every HCA is seated and its driver (mlx5_core, ib_core) is loaded (ibstat, lspci | grep "
+            "Mellanox); rdma_info read them from %s" % (rdma_info.get("source") or "nothing"),
+            value=len(cas), threshold=want_hcas, counter="rdma.hca_count"))
     expected = [str(p) for p in opts["ib_expected_ports"] or []]
     classified = classify_ports(cas, expected or None)
     compute = [p for p in classified if p["role"] == "compute"]
@@ -521,6 +693,48 @@ def parse_xids(text):
     return found
 
 
+# NVIDIA open-gpu-kernel-modules, src/common/nvswitch/kernel/inc/common_nvswitch.h NVSWITCH_PRINT_SXID:
+# "nvidia-%s: SXid (PCI:" NVLINK_PCI_DEV_FMT "): %05d, " followed by "Fatal, ..." or "Non-fatal, ...".
+_SXID = re.compile(
+    r"nvidia-(?P<dev>nvswitch\d+): SXid \((?:PCI:)?(?P<bus>[0-9A-Fa-f]{1,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}(?:\.\d)?)\)"
+    r":\s*(?P<sxid>\d+)(?:,\s*(?P<rest>.*))?")
+
+
+def parse_sxids(text):
+    """``[{sxid, device, bus_id, fatal, detail}]`` for each NVSwitch ``SXid`` kernel line."""
+    found = []
+    for line in (text or "").splitlines():
+        match = _SXID.search(line)
+        if match:
+            rest = (match.group("rest") or "").strip()
+            found.append({"sxid": int(match.group("sxid")), "device": match.group("dev"),
+                          "bus_id": normalize_bus_id(match.group("bus")),
+                          "fatal": not rest.lower().startswith("non-fatal"), "detail": rest})
+    return found
+
+
+def check_sxids(node, kernel_log, options=None):
+    """One finding per (NVSwitch, SXid): fatal ones fail, non-fatal ones warn."""
+    opts = _options(options)
+    if not opts["sxid_check"] or kernel_log is None:
+        return []
+    groups = {}
+    for event in parse_sxids(kernel_log):
+        groups.setdefault((event["bus_id"], event["sxid"]), []).append(event)
+    out = []
+    for (bus, sxid), events in sorted(groups.items()):
+        fatal = any(e["fatal"] for e in events)
+        out.append(make_finding(
+            "SXID_ERRORS", "fail" if fatal else "warn", node,
+            "SXid %d on %s (%s) x%d since boot: %s" % (
+                sxid, events[-1]["device"], bus, len(events), events[-1]["detail"][:160]),
+            "Look the SXid up in NVIDIA's NVSwitch error catalogue; %s" % (
+                "a fatal SXid takes the NVLink fabric down: drain the node, check nvidia-fabricmanager and reboot"
+                if fatal else "non-fatal: watch for repeats and for link errors on the named port"),
+            value=len(events), threshold=0, sxid=sxid, counter="sxid_%d" % sxid, nvswitch_bus_id=bus))
+    return out
+
+
 def check_xids(node, kernel_log, gpus=None, options=None, kernel_log_error=None):
     """One finding per (GPU, Xid) seen in the kernel log since boot.
 
@@ -576,6 +790,7 @@ def evaluate_node(node, gpu_info=None, rdma_info=None, host_info=None, kernel_lo
     if host_info is not None:
         findings.extend(check_host(node, host_info, opts))
     findings.extend(check_xids(node, kernel_log, (gpu_info or {}).get("gpus"), opts, kernel_log_error))
+    findings.extend(check_sxids(node, kernel_log, opts))
     return sort_findings(findings)
 
 

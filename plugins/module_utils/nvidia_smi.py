@@ -180,12 +180,34 @@ def _looks_like_xml(text):
     return head.startswith("<?xml") or head.startswith("<!DOCTYPE") or head.startswith("<nvidia_smi_log")
 
 
+# nvidia-smi's XML nests about six levels (gpu/ecc_errors/volatile/sram_uncorrectable_parity...);
+# far deeper input is not nvidia-smi's, and the recursive tree walk must not meet it.
+MAX_XML_DEPTH = 64
+
+
+def _xml_depth_ok(root, limit=MAX_XML_DEPTH):
+    stack = [(root, 1)]
+    while stack:
+        elem, depth = stack.pop()
+        if depth > limit:
+            return False
+        stack.extend((sub, depth + 1) for sub in elem)
+    return True
+
+
 def _tree(text):
     if _looks_like_xml(text):
         try:
-            root = ET.fromstring(text.strip().encode("utf-8"))
+            # errors="replace": a lone surrogate (an undecodable byte kept by the caller) must
+            # not become a UnicodeEncodeError.
+            root = ET.fromstring(text.strip().encode("utf-8", errors="replace"))
         except ET.ParseError as e:
             raise NvidiaSmiParseError("nvidia-smi XML does not parse: %s" % e)
+        except RecursionError:
+            raise NvidiaSmiParseError("nvidia-smi XML nests too deep to parse")
+        if not _xml_depth_ok(root):
+            raise NvidiaSmiParseError("nvidia-smi XML nests deeper than %d levels: not nvidia-smi output"
+                                      % MAX_XML_DEPTH)
         return "xml", _xml_tree(root)
     if "NVSMI LOG" not in text and not re.search(r"^(Driver Version|Attached GPUs)\s*:", text, re.M) \
             and not re.search(r"^GPU [0-9A-Fa-f]+:", text, re.M):
@@ -648,7 +670,11 @@ def parse_nvidia_smi_csv(text):
     whose header carries a unit (``[MiB]``, ``[W]``, ``[%]``) become numbers,
     the rest stay strings; null spellings become None.
     """
-    rows = list(csv.reader(io.StringIO(str(text or "").strip()), skipinitialspace=True))
+    try:
+        rows = list(csv.reader(io.StringIO(str(text or "").strip()), skipinitialspace=True))
+    except csv.Error as e:
+        # e.g. "field larger than field limit (131072)": not what nvidia-smi prints.
+        raise NvidiaSmiParseError("nvidia-smi CSV does not parse: %s" % e)
     if not rows:
         return []
     fields = []

@@ -55,7 +55,7 @@ DEFAULT_THRESHOLDS = {
 DEFAULT_TOLERANCE = 0.10
 LARGE_MESSAGE_BYTES = 256 * 1024 * 1024
 
-_CHECK_ORDER = ["nodes_joined", "job_completed", "backend", "allreduce_correct", "busbw_gbps",
+_CHECK_ORDER = ["nodes_joined", "job_completed", "backend", "gpus_used", "sweep_rows", "allreduce_correct", "busbw_gbps",
                 "nccl_transport", "loss_decreased", "finite_values", "params_in_sync", "steps_per_s",
                 "samples_per_s", "nccl_tests", "baseline"]
 
@@ -291,14 +291,18 @@ def build_report(cluster, expected, nodes, outputs, backend, hparams=None, confi
         row = {"name": host, "address": (info or {}).get("address"), "nproc": (info or {}).get("nproc"),
                "status": "ok", "rc": None, "timed_out": False, "error": None, "last_stages": {},
                "gpu_model": None, "gpu_count": None, "driver_version": None, "cuda_version": None,
-               "torch": None, "inter_node": None, "transports": [], "log_tail": []}
+               "torch": None, "inter_node": None, "transports": [], "log_tail": [],
+               "pci_gpu_count": None, "torch_gpus": None, "rdma_gbps": None}
         if info:
             gpu = info.get("gpu") or {}
             probe = info.get("probe") or {}
             row.update({"gpu_count": gpu.get("driver_gpu_count") if gpu.get("status") == "ok" else 0,
                         "driver_version": gpu.get("driver_version"), "cuda_version": gpu.get("cuda_version"),
                         "gpu_status": gpu.get("status"), "torch": probe.get("torch"),
-                        "torch_gpus": probe.get("cuda_device_count")})
+                        "torch_gpus": probe.get("cuda_device_count"),
+                        "pci_gpu_count": gpu.get("pci_gpu_count"),
+                        # This node's own active RDMA line rate (Gb/s); None when it has no port up.
+                        "rdma_gbps": info.get("rdma_gbps")})
             gpus = gpu.get("gpus") or []
             if gpus:
                 row["gpu_model"] = gpus[0].get("name")
@@ -380,16 +384,22 @@ def build_report(cluster, expected, nodes, outputs, backend, hparams=None, confi
         versions["nccl"] = rv.get("nccl")
         rows = []
         factor = bus_factor("all_reduce", world) if world else None
-        for r in result["sweep"]["rows"]:
+        for r in (result.get("sweep") or {}).get("rows") or []:
             row = dict(r)
-            row["algbw_gbps"] = float(r["size_bytes"]) / (r["time_us"] / 1.0e6) / 1.0e9
-            # Recomputed here from time and size, exactly as nccl-tests does.
-            row["busbw_gbps"] = row["algbw_gbps"] * factor
+            time_us = r.get("time_us")
+            if not isinstance(time_us, (int, float)) or isinstance(time_us, bool) or time_us <= 0:
+                # A zero or missing time is not a bandwidth: the row is kept, marked, and fails the verdict.
+                row["algbw_gbps"] = row["busbw_gbps"] = None
+                row["invalid"] = "time_us is %r" % (time_us,)
+            else:
+                row["algbw_gbps"] = float(r["size_bytes"]) / (time_us / 1.0e6) / 1.0e9
+                # Recomputed here from time and size, exactly as nccl-tests does.
+                row["busbw_gbps"] = row["algbw_gbps"] * factor
             rows.append(row)
         large = int(config.get("large_message_bytes") or LARGE_MESSAGE_BYTES)
-        sweep = dict(result["sweep"], rows=rows, bus_factor=factor, large_message_bytes=large)
+        sweep = dict(result.get("sweep") or {}, rows=rows, bus_factor=factor, large_message_bytes=large)
         sweep["busbw_large_gbps"] = large_busbw(rows, large)
-        sweep["busbw_peak_gbps"] = max((r["busbw_gbps"] for r in rows), default=None)
+        sweep["busbw_peak_gbps"] = max((r["busbw_gbps"] for r in rows if r["busbw_gbps"] is not None), default=None)
         sweep["wrong_total"] = sum(int(r.get("wrong") or 0) for r in rows)
         training = result.get("training")
     if nccl and nccl.get("version"):
@@ -437,6 +447,7 @@ def build_report(cluster, expected, nodes, outputs, backend, hparams=None, confi
 
 def large_busbw(rows, large_bytes=LARGE_MESSAGE_BYTES):
     """Peak busbw over the sizes >= large_bytes (the largest size when none is that large)."""
+    rows = [r for r in rows or [] if r.get("busbw_gbps") is not None]
     if not rows:
         return None
     rows = sorted(rows, key=lambda r: r["size_bytes"])
@@ -474,13 +485,35 @@ def busbw_threshold(model_key, gpus_per_node, nnodes, backend, rdma_gbps_per_nod
     return None, "multi-node without a known RDMA line rate; set smoke_test_thresholds.min_busbw_gbps"
 
 
+def cluster_rdma_gbps(report):
+    """(slowest node's active RDMA line rate in Gb/s, nodes without one), from every node's facts.
+
+    The ring runs at the pace of its slowest node, so the floor comes from the minimum; a node
+    with no active port gives no rate, and then the cluster has none either.
+    """
+    rates = {n["name"]: n.get("rdma_gbps") for n in report.get("nodes") or []}
+    without = sorted(name for name, rate in rates.items() if not rate)
+    if not rates or without:
+        return None, without
+    return float(min(rates.values())), []
+
+
 def resolve_thresholds(report, overrides=None, rdma_gbps_per_node=None):
-    """Defaults, the hardware table and the operator's overrides merged (overrides win)."""
+    """Defaults, the hardware table and the operator's overrides merged (overrides win).
+
+    ``rdma_gbps_per_node`` None: the slowest node's own active ports (:func:`cluster_rdma_gbps`).
+    """
     overrides = {k: v for k, v in (overrides or {}).items() if v is not None}
     backend = report["backend"]
     out = {}
     model_key = report.get("gpu_model_key")
+    without_rdma = []
+    if rdma_gbps_per_node is None:
+        rdma_gbps_per_node, without_rdma = cluster_rdma_gbps(report)
     floor, source = busbw_threshold(model_key, report["nproc_per_node"], report["nnodes"], backend, rdma_gbps_per_node)
+    if floor is None and without_rdma and backend == "nccl" and report["nnodes"] > 1:
+        source = "no active RDMA port on %s, so no fabric floor; set smoke_test_thresholds.min_busbw_gbps" % (
+            ", ".join(without_rdma))
     out["min_busbw_gbps"] = {"value": floor, "source": source}
     if "min_busbw_gbps" in overrides:
         out["min_busbw_gbps"] = {"value": float(overrides["min_busbw_gbps"]), "source": "smoke_test_thresholds"}
@@ -543,8 +576,15 @@ def _check(name, status, message, value=None, threshold=None):
     return {"name": name, "status": status, "message": message, "value": value, "threshold": threshold}
 
 
-def evaluate(report, thresholds, baseline=None, tolerance=DEFAULT_TOLERANCE, expect_rdma=False, sim=False):
-    """Add ``verdict`` ({passed, checks, reasons}) and ``baseline`` to the report; return the report."""
+def evaluate(report, thresholds, baseline=None, tolerance=DEFAULT_TOLERANCE, expect_rdma=False, sim=False,
+             allow_socket_transport=False, allow_no_busbw_floor=False):
+    """Add ``verdict`` ({passed, checks, reasons}) and ``baseline`` to the report; return the report.
+
+    A multi-node NCCL run that used TCP sockets between nodes, or that has no bandwidth floor to
+    be held to, fails unless the operator opted out by name (``allow_socket_transport``,
+    ``allow_no_busbw_floor``; the role's ``smoke_test_allow_*``). ``expect_rdma`` is kept for
+    callers: sockets already fail without the opt-out.
+    """
     checks = []
     expected = report["hosts_expected"]
     missing = report.get("missing_nodes") or []
@@ -565,30 +605,62 @@ def evaluate(report, thresholds, baseline=None, tolerance=DEFAULT_TOLERANCE, exp
     else:
         checks.append(_check("job_completed", "pass", "torchrun finished on every node"))
 
-    no_torch_gpu = [n["name"] for n in report["nodes"]
-                    if n.get("gpu_status") == "ok" and (n.get("gpu_count") or 0) > 0 and not n.get("torch_gpus")]
-    if backend == "gloo" and no_torch_gpu and not sim:
-        checks.append(_check("backend", "fail", "nvidia-smi reports GPUs but torch sees none on %s: ran gloo on CPU"
-                             % ", ".join(no_torch_gpu), value=backend))
+    # A GPU node is one whose PCI bus or driver shows GPUs: with the driver not loaded nvidia-smi
+    # sees none, but the bus still does, and a CPU run there proves nothing about the GPUs.
+    gpu_nodes = [
+        "%s (%s on PCI, %s seen by the driver, %s by torch)" % (
+            n["name"], n.get("pci_gpu_count") or 0, n.get("gpu_count") or 0, n.get("torch_gpus") or 0)
+        for n in report["nodes"]
+        if (n.get("pci_gpu_count") or 0) > 0 or (n.get("gpu_status") == "ok" and (n.get("gpu_count") or 0) > 0)]
+    if backend == "gloo" and gpu_nodes and not sim:
+        checks.append(_check("backend", "fail", "GPU node(s) ran the job with gloo on the CPU: %s; fix the driver/torch "
+                             "so the job runs NCCL on the GPUs" % "; ".join(gpu_nodes), value=backend))
     else:
         msg = "backend %s on %s" % (backend, report["device"])
-        if no_torch_gpu:
-            msg += " (simulated GPUs on %s are invisible to torch)" % ", ".join(no_torch_gpu)
+        if gpu_nodes:
+            msg += " (simulated GPUs, invisible to torch: %s)" % "; ".join(gpu_nodes)
         checks.append(_check("backend", "pass", msg, value=backend))
+
+    if backend == "nccl":
+        # Every GPU the driver sees must be a rank: a GPU torch cannot see is a GPU not tested.
+        short = ["%s: torch sees %s of the driver's %s GPU(s)" % (n["name"], n.get("torch_gpus"), n.get("gpu_count"))
+                 for n in report["nodes"] if n["status"] != "unreachable"
+                 and (n.get("torch_gpus") is None or n.get("gpu_count") is None or n["torch_gpus"] != n["gpu_count"])]
+        if short:
+            checks.append(_check("gpus_used", "fail", "; ".join(short) + " (check CUDA_VISIBLE_DEVICES, the driver "
+                                 "and the torch build)", value=len(short), threshold=0))
+        else:
+            checks.append(_check("gpus_used", "pass", "torch sees every GPU the driver sees on every node"))
 
     if sweep is None:
         for name in ("allreduce_correct", "busbw_gbps", "nccl_transport", "loss_decreased", "finite_values",
                      "params_in_sync", "steps_per_s", "samples_per_s"):
             checks.append(_check(name, "skip", "no job result"))
     else:
+        rows = sweep.get("rows") or []
+        invalid = ["%s B (%s)" % (r.get("size_bytes"), r["invalid"]) for r in rows if r.get("invalid")]
+        if not rows:
+            checks.append(_check("sweep_rows", "fail", "the all-reduce sweep returned no rows: nothing was measured",
+                                 value=0, threshold=">= 1"))
+        elif invalid:
+            checks.append(_check("sweep_rows", "fail", "sweep rows without a usable time: %s" % ", ".join(invalid),
+                                 value=len(invalid), threshold=0))
+        else:
+            checks.append(_check("sweep_rows", "pass", "%d sizes measured" % len(rows), value=len(rows)))
         wrong = sweep["wrong_total"]
         checks.append(_check("allreduce_correct", "pass" if wrong == 0 else "fail",
                              "%d wrong element(s) over %d sizes" % (wrong, len(sweep["rows"])), value=wrong, threshold=0))
         floor = thresholds["min_busbw_gbps"]["value"]
         got = sweep["busbw_large_gbps"]
-        if floor is None:
-            checks.append(_check("busbw_gbps", "skip", "%s GB/s at large messages; threshold %s"
+        if floor is None and backend == "nccl" and report["nnodes"] > 1 and not allow_no_busbw_floor:
+            checks.append(_check("busbw_gbps", "fail", "%s GB/s at large messages and no floor to judge it: %s "
+                                 "(or set smoke_test_allow_no_busbw_floor: true to accept an unjudged run)"
                                  % (_fmt(got, 3), thresholds["min_busbw_gbps"]["source"]), value=got))
+        elif floor is None:
+            checks.append(_check("busbw_gbps", "skip", "%s GB/s at large messages; threshold %s%s"
+                                 % (_fmt(got, 3), thresholds["min_busbw_gbps"]["source"],
+                                    " (allowed by smoke_test_allow_no_busbw_floor)" if allow_no_busbw_floor
+                                    and backend == "nccl" and report["nnodes"] > 1 else ""), value=got))
         else:
             checks.append(_check("busbw_gbps", "pass" if got is not None and got >= floor else "fail",
                                  "large-message busbw %s GB/s, floor %s GB/s (%s)" % (
@@ -608,10 +680,16 @@ def evaluate(report, thresholds, baseline=None, tolerance=DEFAULT_TOLERANCE, exp
                                      "NCCL logged no inter-node transport for %s nodes; rerun with NCCL_DEBUG=INFO "
                                      "and NCCL_DEBUG_SUBSYS=INIT,NET (or raise the job's --max-nccl-lines)"
                                      % report["nnodes"], value=None))
-            elif expect_rdma and (inter in (None, "Socket") or sockets):
+            elif (inter == "Socket" or sockets) and not allow_socket_transport:
                 checks.append(_check("nccl_transport", "fail",
-                                     "RDMA expected but NCCL used %s%s" % (
-                                         inter or "no network transport it logged",
+                                     "NCCL used TCP sockets between nodes (%s%s)%s; fix the RDMA ports and "
+                                     "/etc/nccl.conf, or set smoke_test_allow_socket_transport: true for a "
+                                     "cluster without RDMA" % (
+                                         inter, " on " + ", ".join(sockets) if sockets else "",
+                                         ", where RDMA was expected" if expect_rdma else ""), value=inter))
+            elif inter == "Socket" or sockets:
+                checks.append(_check("nccl_transport", "pass", "inter-node transport Socket%s, allowed by "
+                                     "smoke_test_allow_socket_transport" % (
                                          " on " + ", ".join(sockets) if sockets else ""), value=inter))
             else:
                 checks.append(_check("nccl_transport", "pass", "inter-node transport %s%s" % (

@@ -8,22 +8,21 @@ raises ``StackError`` whose ``rule`` is a stable id from ``compat_data.RULES``
 and whose message says which pair conflicts, why, and the nearest requests
 that work.
 
-Decisions (documented in docs/compatibility.md):
-- ``driver_min_version`` is Table 3's minimum for the toolkit release asked for:
-  the GA release for "12.2" (535.54.03), the update for "12.2.1" (535.86.09).
-  ``toolkit_driver_min_version`` is the minimum for the update the repository
-  installs (``toolkit_full_version``); ``driver_recommended_version`` meets both.
-- Torch wheel variant: the highest variant of the toolkit's CUDA major whose
-  minor is <= the toolkit's; else the lowest same-major variant above it (with a
-  warning: it runs under minor-version compatibility, and extensions built with
-  the older system nvcc still load within one major); a different major is
-  TORCH_CUDA_MAJOR_MISMATCH unless ``allow_cuda_major_mismatch``.
-- Driver branch: the request's, else the first of DEFAULT_BRANCH_PREFERENCE
-  that meets Table 3 (R535 LTSB for every toolkit 11.7-12.2).
+Rule groups, each a small pure function (docs/compatibility.md has the decisions):
+1. resolve the request: ``resolve_cuda``, ``resolve_torch``, ``resolve_os``, GPUs, and
+   ``default_cuda`` when no CUDA is named (newest of the mission range 11.7-12.2 the
+   hardware and the OS repository run, else the oldest above it, with a warning);
+2. hardware rules: ``check_hardware`` (compute capability vs toolkit), ``check_repository``
+   (the OS repository carries the toolkit);
+3. wheel: ``choose_variant`` / ``plan_torch``;
+4. driver: ``driver_floor`` (Table 3 for the update the repository installs, raised to the
+   wheel's floor), ``choose_branch``, ``choose_kernel_modules``;
+5. packages per OS: ``driver_packages``, ``plan_packages``.
 """
 
 from __future__ import annotations
 
+import functools
 import re
 
 try:  # collection import path (Ansible, pytest with the collections/ path)
@@ -60,7 +59,12 @@ KNOWN_KEYS = {
 
 def vkey(version):
     """Sortable key for dotted numeric versions ("535.54.03" -> (535, 54, 3))."""
-    return tuple(int(p) for p in re.findall(r"\d+", str(version)))
+    return _vkey(str(version))
+
+
+@functools.lru_cache(maxsize=4096)
+def _vkey(text):
+    return tuple(int(p) for p in re.findall(r"\d+", text))
 
 
 def _mm(version):
@@ -203,8 +207,21 @@ def resolve_os(value, arch):
             "UNSUPPORTED_OS",
             "arch %r has no NVIDIA CUDA repository; supported: x86_64, aarch64 (served from sbsa)." % (arch,),
             [{"arch": "x86_64"}, {"arch": "aarch64"}])
-    distro, family = _data.REPO_DISTROS[key]
-    return key, distro, family, _data.REPO_ARCHES[arch.strip().lower()]
+    distro, family, graph = _data.REPO_DISTROS[key]
+    return key, distro, family, graph, _data.REPO_ARCHES[arch.strip().lower()]
+
+
+def repository_cuda_releases(distro):
+    """The CUDA X.Y toolkits of the data that NVIDIA's ``distro`` repository carries."""
+    return list(_repository_cuda_releases(distro))
+
+
+@functools.lru_cache(maxsize=None)
+def _repository_cuda_releases(distro):
+    rng = _data.REPO_CUDA_RANGE[distro]
+    return tuple(c for c in _CUDA_KEYS
+                 if (rng["first"] is None or vkey(c) >= vkey(rng["first"]))
+                 and (rng["last"] is None or vkey(c) <= vkey(rng["last"])))
 
 
 # ---------------------------------------------------------------- GPUs
@@ -337,13 +354,6 @@ def cc_cuda_problem(cc, cuda_key):
     return None
 
 
-def cuda_driver_requirement(cuda_key, release, compat):
-    entry = _data.CUDA_TOOLKITS[cuda_key]
-    if compat == "minor":
-        return entry["driver_min_minor_compat"]
-    return entry["updates"].get(release, entry["driver_min"])
-
-
 def wheel_driver_floor(variant):
     return _data.WHEEL_DRIVER_FLOOR[str(_variant_cuda(variant)[0])]
 
@@ -361,12 +371,6 @@ def branch_best_version(branch, minimum):
 def branch_first_version(branch, minimum):
     ok = [v for v in _data.DRIVER_BRANCHES[branch]["versions"] if vkey(v) >= vkey(minimum)]
     return ok[0] if ok else None
-
-
-def max_full_cuda_for_branch(branch):
-    newest = _data.DRIVER_BRANCHES[branch]["versions"][-1]
-    ok = [c for c in _CUDA_KEYS if vkey(newest) >= vkey(_data.CUDA_TOOLKITS[c]["driver_min"])]
-    return ok[-1] if ok else None
 
 
 def choose_variant(torch_key, cuda_key, pinned=None, allow_mismatch=False):
@@ -423,12 +427,309 @@ def _check_request(request):
     if not isinstance(request, Mapping):
         raise StackError("BAD_REQUEST", "the stack request must be a mapping such as {cuda: \"12.2\", torch: \"2.1.2\", "
                                         "gpus: [...], os: \"ubuntu22.04\"}, not %r." % (request,))
-    if request.get("cuda") in (None, ""):
-        raise StackError("BAD_REQUEST", "the stack request needs cuda (one of %s)." % ", ".join(_CUDA_KEYS))
     gpus = request.get("gpus")
     if gpus is not None and not isinstance(gpus, (list, tuple)):
         gpus = [gpus]
     return gpus or []
+
+
+# ---------------------------------------------------------------- 1. resolve the request
+
+
+def resolve_gpus(gpus_in, request):
+    """Return (models, ccs, nvswitch, warnings) or raise UNKNOWN_GPU / BAD_REQUEST."""
+    warnings = []
+    resolver = _GpuResolver()
+    for item in gpus_in:
+        resolver.add(item)
+    if resolver.unknown:
+        names = sorted(set(resolver.unknown))
+        raise StackError(
+            "UNKNOWN_GPU",
+            "unknown GPU %s: give its compute capability instead (e.g. {name: %r, compute_capability: \"9.0\"}) "
+            "or one of the known models: %s." % (", ".join(repr(n) for n in names[:5]), names[0], ", ".join(_known_gpu_names())))
+    nvswitch = _bool(request.get("nvswitch"), "nvswitch") or resolver.nvswitch
+    models = sorted(resolver.models.values(), key=lambda g: (vkey(g["compute_capability"]), g["name"]))
+    if not models:
+        warnings.append("no GPUs given; the plan is not checked against the hardware's compute capability")
+    ccs = sorted({g["compute_capability"] for g in models}, key=vkey)
+    for cc in ccs:
+        if cc not in _data.CC_SUPPORT:
+            warnings.append("no sourced CUDA support data for compute capability %s; not checked" % cc)
+    if len(models) > 1:
+        warnings.append("mixed GPU models in one request: %s" % ", ".join(g["name"] for g in models))
+    return models, ccs, nvswitch, warnings
+
+
+def hardware_supports(cuda_key, ccs):
+    return not any(cc_cuda_problem(cc, cuda_key) for cc in ccs)
+
+
+def default_cuda(ccs, distro, torch_key=None, allow_mismatch=False):
+    """The toolkit for a request that names none: the newest of the mission range that the
+    hardware and the OS repository run (and the torch release, when one is asked for),
+    else the oldest above the range. Returns (cuda_key, warning) or raises NO_CUDA_FOR_HARDWARE."""
+    low, high = _data.MISSION_CUDA_RANGE
+    carried = repository_cuda_releases(distro)
+    in_range = [c for c in carried if vkey(low) <= vkey(c) <= vkey(high)]
+    above = [c for c in carried if vkey(c) > vkey(high)]
+
+    def fits(c, with_torch):
+        if not hardware_supports(c, ccs):
+            return False
+        return not with_torch or torch_key is None or quick_ok(c, torch_key, ccs, None, "full", allow_mismatch, distro)
+
+    for with_torch in (True, False):
+        ok = [c for c in in_range if fits(c, with_torch)]
+        if ok:
+            return ok[-1], "cuda not given; planned CUDA %s, the newest of the mission range %s-%s that %s" % (
+                ok[-1], low, high, "this hardware and the %s repository run" % distro)
+        ok = [c for c in above if fits(c, with_torch)]
+        if ok:
+            return ok[0], ("cuda not given; no CUDA of the mission range %s-%s runs %s, so planned CUDA %s, the "
+                           "oldest newer toolkit that does" % (low, high, "this hardware on %s" % distro, ok[0]))
+    raise StackError("NO_CUDA_FOR_HARDWARE",
+                     "no CUDA toolkit in the compatibility data that NVIDIA's %s repository carries (%s) supports "
+                     "compute capability %s." % (distro, ", ".join(carried), ", ".join(ccs)))
+
+
+# ---------------------------------------------------------------- 2. hardware and repository rules
+
+
+def check_hardware(models, cuda_key, request, ccs, torch_key, allow_mismatch, compat, distro):
+    for g in models:
+        problem = cc_cuda_problem(g["compute_capability"], cuda_key)
+        if problem:
+            rule, first, last = problem
+            if rule == "CC_NEEDS_NEWER_CUDA":
+                why = "%s needs CUDA %s or newer; CUDA %s was requested." % (_gpu_label(g), first, cuda_key)
+            else:
+                why = ("%s is supported up to CUDA %s; CUDA %s was requested, and CUDA %s dropped offline compilation "
+                       "and library support for Maxwell, Pascal and Volta." % (
+                           _gpu_label(g), last, cuda_key, _next_major(last)))
+            _raise_with_alternatives(rule, why, request, ccs, torch_key, allow_mismatch, compat, distro)
+    return ["CC_NEEDS_NEWER_CUDA", "CC_DROPPED_BY_CUDA"]
+
+
+def _next_major(cuda_key):
+    return "%d.0" % (vkey(cuda_key)[0] + 1)
+
+
+def check_repository(distro, cuda_key, request, ccs, torch_key, allow_mismatch, compat):
+    carried = repository_cuda_releases(distro)
+    if cuda_key in carried:
+        return ["REPO_LACKS_CUDA"]
+    rng = _data.REPO_CUDA_RANGE[distro]
+    alts = alternatives(request, ccs, torch_key, allow_mismatch, compat, distro=distro)
+    branch = request.get("driver_branch")
+    branch = _normalise_branch(branch) if branch not in (None, "") else None
+    branch = branch if branch in _data.DRIVER_BRANCHES else None
+    # other OSes only where the rest of the request (GPUs, torch, branch) solves there too
+    others = sorted(k for k, v in _data.REPO_DISTROS.items()
+                    if quick_ok(cuda_key, torch_key, ccs, branch, compat, allow_mismatch, v[0]))
+    msg = ("NVIDIA's %s repository does not carry CUDA %s (it carries %s; %s)." % (
+        distro, cuda_key, ", ".join(carried), rng["source"]))
+    if alts:
+        msg = msg[:-1] + ". Requests that work: %s" % "; ".join(format_alternative(a) for a in alts)
+    if others:
+        msg = msg.rstrip(".") + "; or an OS whose repository carries CUDA %s: %s." % (cuda_key, ", ".join(others))
+    alts = alts + [{"os": o} for o in others[:2]]
+    raise StackError("REPO_LACKS_CUDA", msg if msg.endswith(".") else msg + ".", alts)
+
+
+# ---------------------------------------------------------------- 3. wheel
+
+
+def plan_torch(torch_key, variant, cuda_key, allow_mismatch):
+    rel = _data.TORCH_RELEASES[torch_key]
+    vcuda = _fmt_mm(_variant_cuda(variant))
+    default_variant = rel.get("default_variant")
+    return {
+        "version": torch_key,
+        "variant": variant,
+        "variant_cuda": vcuda,
+        "index_url": _data.TORCH_INDEX_URL.format(variant=variant),
+        "torchvision": rel["torchvision"],
+        "torchaudio": rel["torchaudio"],
+        "default_pypi_variant": default_variant,
+        "bundled_nccl": rel.get("bundled_nccl") if default_variant and variant == default_variant else None,
+        "cuda_major_mismatch_allowed": allow_mismatch,
+        "cuda_major_mismatch": _variant_cuda(variant)[0] != _mm(cuda_key)[0],
+        "driver_floor": wheel_driver_floor(variant),
+    }
+
+
+def check_wheel_covers_gpus(models, torch_key, variant, request, ccs, allow_mismatch, compat, distro):
+    vcuda = _fmt_mm(_variant_cuda(variant))
+    for g in models:
+        problem = cc_cuda_problem(g["compute_capability"], vcuda)
+        if problem and problem[0] == "CC_NEEDS_NEWER_CUDA":
+            _raise_with_alternatives(
+                "TORCH_WHEEL_LACKS_CC",
+                "the torch %s %s wheel is built with CUDA %s, but %s needs CUDA %s or newer." % (
+                    torch_key, variant, vcuda, _gpu_label(g), problem[1]),
+                request, ccs, torch_key, allow_mismatch, compat, distro)
+
+
+# ---------------------------------------------------------------- 4. driver
+
+
+def driver_floor(cuda_key, cuda_release, compat, wheel_need=None):
+    """The driver floors for what is really installed: cuda-toolkit-X-Y installs the newest
+    update (``full_version``), so under full compatibility the floor is Table 3 for that
+    update (12.2 -> 12.2.2 -> 535.104.05), raised to the wheel's floor."""
+    entry = _data.CUDA_TOOLKITS[cuda_key]
+    toolkit_full = entry["full_version"]
+    toolkit_need = entry["updates"][toolkit_full]
+    asked_need = entry["updates"].get(cuda_release, entry["driver_min"])
+    cuda_need = toolkit_need if compat == "full" else entry["driver_min_minor_compat"]
+    minimum = max([cuda_need] + ([wheel_need] if wheel_need else []), key=vkey)
+    return {"minimum": minimum, "cuda_need": cuda_need, "toolkit_need": toolkit_need, "asked_need": asked_need,
+            "ga_need": entry["driver_min"], "toolkit_full": toolkit_full}
+
+
+def _normalise_branch(value):
+    branch = str(value).strip()
+    m = re.match(r"^[rR]?(\d{3})(?:\.\d+)*$", branch)
+    return m.group(1) if m else branch
+
+
+def choose_branch(request, floors, cuda_key, torch_key, variant, compat, ccs, allow_mismatch, distro):
+    """The requested branch if it reaches the floor, else the first of DEFAULT_BRANCH_PREFERENCE."""
+    branch = request.get("driver_branch")
+    minimum = floors["minimum"]
+    if branch not in (None, ""):
+        branch = _normalise_branch(branch)
+        if branch not in _data.DRIVER_BRANCHES:
+            raise StackError(
+                "UNKNOWN_DRIVER_BRANCH",
+                "driver branch %r is not in the compatibility data; known branches: %s." % (
+                    request.get("driver_branch"), ", ".join(sorted(_data.DRIVER_BRANCHES, key=vkey))),
+                [{"driver_branch": b} for b in _data.DEFAULT_BRANCH_PREFERENCE[:3]])
+        if branch_best_version(branch, minimum) is None:
+            wheel_need = wheel_driver_floor(variant) if variant else None
+            _raise_branch(branch, cuda_key, floors["cuda_need"], floors["toolkit_need"], wheel_need, variant,
+                          torch_key, compat, request, ccs, allow_mismatch, distro)
+        return branch
+    return next(b for b in _data.DEFAULT_BRANCH_PREFERENCE if branch_best_version(b, minimum))
+
+
+def branch_warnings(branch, recommended, floors, compat, cuda_key):
+    warnings = []
+    binfo = _data.DRIVER_BRANCHES[branch]
+    if compat == "minor" and vkey(recommended) < vkey(floors["toolkit_need"]):
+        warnings.append("driver %s runs CUDA %s only under minor-version compatibility (Table 3 asks for %s for %s): "
+                        "applications built with SASS for the GPU work, PTX JIT of newer features does not" % (
+                            recommended, cuda_key, floors["toolkit_need"], floors["toolkit_full"]))
+    if binfo.get("eol"):
+        when = " since %s" % binfo["eol_date"] if binfo.get("eol_date") else ""
+        live = [b for b in _data.DEFAULT_BRANCH_PREFERENCE
+                if not _data.DRIVER_BRANCHES[b].get("eol") and branch_best_version(b, floors["minimum"])]
+        instead = ("; supported branch that runs this stack: %s" % ", ".join(
+            "R%s (%s%s)" % (b, _data.DRIVER_BRANCHES[b].get("type") or "branch",
+                            ", until %s" % _data.DRIVER_BRANCHES[b]["eol_date"]
+                            if _data.DRIVER_BRANCHES[b].get("eol_date") else "") for b in live)) if live else ""
+        warnings.append("driver branch %s is end of life%s (NVIDIA's support matrix)%s" % (branch, when, instead))
+    return warnings
+
+
+def open_modules_required(models):
+    """GPUs that run only the open kernel modules (Blackwell by compute capability, Grace Hopper by model)."""
+    km = _data.KERNEL_MODULES
+    out = []
+    for g in models:
+        model = lookup_model(g["name"]) if not g["name"].startswith("compute capability") else None
+        if vkey(g["compute_capability"]) >= vkey(km["open_required_min_cc"]) or (
+                model is not None and model.get("key") in km["open_required_models"]):
+            out.append(g)
+    return out
+
+
+def choose_kernel_modules(request, models, ccs, branch):
+    """Return (flavour, warnings) or raise BAD_REQUEST / OPEN_MODULES_NEED_TURING / OPEN_MODULES_REQUIRED."""
+    km_data = _data.KERNEL_MODULES
+    km = request.get("kernel_modules")
+    warnings = []
+    old = [g for g in models if vkey(g["compute_capability"]) < vkey(km_data["open_min_cc"])]
+    need_open = open_modules_required(models)
+    if km not in (None, "", "auto", "open", "proprietary"):
+        raise StackError("BAD_REQUEST", "kernel_modules must be \"open\", \"proprietary\" or \"auto\", not %r." % (km,))
+    if need_open and old:
+        raise StackError(
+            "OPEN_MODULES_REQUIRED",
+            "%s runs only the open GPU kernel modules, and %s runs only the proprietary ones; they cannot share a "
+            "node's driver. Split them into separate requests." % (_gpu_label(need_open[0]), _gpu_label(old[0])),
+            [{"gpus": [need_open[0]["name"]]}, {"gpus": [old[0]["name"]]}])
+    if km == "proprietary" and need_open:
+        raise StackError(
+            "OPEN_MODULES_REQUIRED",
+            "%s runs only the open GPU kernel modules (NVIDIA: proprietary drivers are unsupported on Grace Hopper "
+            "and Blackwell); use kernel_modules: open." % _gpu_label(need_open[0]),
+            [{"kernel_modules": "open"}])
+    if km == "open" and old:
+        raise StackError(
+            "OPEN_MODULES_NEED_TURING",
+            "open GPU kernel modules support Turing (compute capability 7.5) and newer only, and %s is older; "
+            "use kernel_modules: proprietary." % _gpu_label(old[0]),
+            [{"kernel_modules": "proprietary"}])
+    if km in (None, "", "auto"):
+        turing_plus = bool(models) and not old
+        open_ok_branch = vkey(branch) >= vkey(km_data["open_first_branch"])
+        km = "open" if (turing_plus and open_ok_branch) else "proprietary"
+        if not models:
+            warnings.append("kernel module flavour defaulted to proprietary because no GPUs were given")
+    return km, warnings
+
+
+# ---------------------------------------------------------------- 5. packages per OS
+
+
+def _rule_for_branch(rules, branch):
+    ok = [r for r in rules if vkey(branch) >= vkey(r["from_branch"])]
+    return ok[-1] if ok else rules[0]
+
+
+def driver_packages(graph, branch, flavour):
+    """Driver package names (no versions, NVIDIA's install order) of both flavours, the
+    documented steps from the other flavour to ``flavour``, and the guide's commands."""
+    rule = _rule_for_branch(_data.DRIVER_PACKAGE_GRAPHS[graph], branch)
+
+    def fmt(names):
+        return [n.format(B=branch) for n in names]
+
+    steps = [{"action": s["action"], "packages": fmt(s["packages"]), "options": list(s["options"]),
+              "source": rule["source"], "verified": rule["verified"]["switch"]}
+             for s in rule[flavour]["switch_to"]]
+    return {
+        "packages": fmt(rule[flavour]["packages"]),
+        "flavour_packages": {f: fmt(rule[f]["packages"]) for f in ("open", "proprietary")},
+        "switch": steps,
+        "commands": fmt(rule[flavour]["commands"]),
+        "verified": dict(rule["verified"]),
+        "source": rule["source"],
+    }
+
+
+def fabricmanager_packages(graph, branch):
+    rule = _rule_for_branch(_data.FABRIC_MANAGER_PACKAGES[graph], branch)
+    return [n.format(B=branch) for n in rule["packages"]]
+
+
+def plan_packages(family, graph, branch, flavour, cuda_key, nvswitch):
+    names = _data.OS_PACKAGE_NAMES[family]
+    nccl = _data.CUDA_TOOLKITS[cuda_key]["nccl"]
+    fmt = {"XY": cuda_key.replace(".", "-"), "NCCL": nccl}
+    driver = driver_packages(graph, branch, flavour)
+    packages = {
+        "driver": driver["packages"],
+        "toolkit": [p.format(**fmt) for p in names["toolkit"]],
+        "nccl": [p.format(**fmt) for p in names["nccl"]],
+        "fabricmanager": fabricmanager_packages(graph, branch) if nvswitch else [],
+    }
+    return packages, driver
+
+
+# ---------------------------------------------------------------- solve
 
 
 def solve(request):
@@ -439,8 +740,7 @@ def solve(request):
     if unknown_keys:
         warnings.append("ignored unknown request keys: %s (known: %s)" % (", ".join(unknown_keys), ", ".join(sorted(KNOWN_KEYS))))
 
-    cuda_key, cuda_release = resolve_cuda(request.get("cuda"))
-    rules.append("UNKNOWN_CUDA")
+    # 1. resolve the request
     torch_key, pinned = resolve_torch(request.get("torch"))
     rules.append("UNKNOWN_TORCH")
     if request.get("torch_variant") not in (None, ""):
@@ -456,153 +756,63 @@ def solve(request):
     compat = request.get("driver_compat") or "full"
     if compat not in ("full", "minor"):
         raise StackError("BAD_REQUEST", "driver_compat must be \"full\" or \"minor\", not %r." % (compat,))
-    os_key, distro, family, repo_arch = resolve_os(request.get("os"), request.get("arch"))
+    os_key, distro, family, graph, repo_arch = resolve_os(request.get("os"), request.get("arch"))
     if request.get("os") is None:
         warnings.append("os not given; planned for ubuntu22.04")
     rules.append("UNSUPPORTED_OS")
-
-    resolver = _GpuResolver()
-    for item in gpus_in:
-        resolver.add(item)
-    if resolver.unknown:
-        names = sorted(set(resolver.unknown))
-        raise StackError(
-            "UNKNOWN_GPU",
-            "unknown GPU %s: give its compute capability instead (e.g. {name: %r, compute_capability: \"9.0\"}) "
-            "or one of the known models: %s." % (", ".join(repr(n) for n in names[:5]), names[0], ", ".join(_known_gpu_names())))
+    models, ccs, nvswitch, gpu_warnings = resolve_gpus(gpus_in, request)
+    warnings += gpu_warnings
     rules.append("UNKNOWN_GPU")
-    nvswitch = _bool(request.get("nvswitch"), "nvswitch") or resolver.nvswitch
-    models = sorted(resolver.models.values(), key=lambda g: (vkey(g["compute_capability"]), g["name"]))
-    if not models:
-        warnings.append("no GPUs given; the plan is not checked against the hardware's compute capability")
-    ccs = sorted({g["compute_capability"] for g in models}, key=vkey)
-    for cc in ccs:
-        if cc not in _data.CC_SUPPORT:
-            warnings.append("no sourced CUDA support data for compute capability %s; not checked" % cc)
-    if len(models) > 1:
-        warnings.append("mixed GPU models in one request: %s" % ", ".join(g["name"] for g in models))
+    if request.get("cuda") in (None, ""):
+        cuda_key, note = default_cuda(ccs, distro, torch_key, allow_mismatch)
+        cuda_release = cuda_key
+        warnings.append(note)
+        rules.append("NO_CUDA_FOR_HARDWARE")
+    else:
+        cuda_key, cuda_release = resolve_cuda(request.get("cuda"))
+    rules.append("UNKNOWN_CUDA")
 
-    # GPU <-> CUDA toolkit
-    for g in models:
-        problem = cc_cuda_problem(g["compute_capability"], cuda_key)
-        if problem:
-            rule, first, last = problem
-            if rule == "CC_NEEDS_NEWER_CUDA":
-                why = "%s needs CUDA %s or newer; CUDA %s was requested." % (_gpu_label(g), first, cuda_key)
-            else:
-                why = "%s is supported up to CUDA %s; CUDA %s was requested." % (_gpu_label(g), last, cuda_key)
-            _raise_with_alternatives(rule, why, request, ccs, torch_key, allow_mismatch, compat)
-    rules += ["CC_NEEDS_NEWER_CUDA", "CC_DROPPED_BY_CUDA"]
+    # 2. hardware and repository rules
+    rules += check_hardware(models, cuda_key, request, ccs, torch_key, allow_mismatch, compat, distro)
+    rules += check_repository(distro, cuda_key, request, ccs, torch_key, allow_mismatch, compat)
+    if _data.REPO_CUDA_RANGE[distro]["verified"] != ["first", "last"]:
+        open_sides = [s for s in ("first", "last") if s not in _data.REPO_CUDA_RANGE[distro]["verified"]]
+        warnings.append("which CUDA releases NVIDIA's %s repository carries is not sourced at the %s end; the "
+                        "repository check before install decides" % (distro, " and ".join(
+                            "oldest" if s == "first" else "newest" for s in open_sides)))
 
-    # torch wheel
+    # 3. wheel
     torch_plan = None
     variant = None
     if torch_key is not None:
         try:
             variant, wwarn = choose_variant(torch_key, cuda_key, pinned, allow_mismatch)
         except StackError as exc:
-            _raise_with_alternatives(exc.rule, exc.args[0], request, ccs, torch_key, allow_mismatch, compat)
+            _raise_with_alternatives(exc.rule, exc.args[0], request, ccs, torch_key, allow_mismatch, compat, distro)
         warnings += wwarn
-        vcuda = _fmt_mm(_variant_cuda(variant))
-        for g in models:
-            problem = cc_cuda_problem(g["compute_capability"], vcuda)
-            if problem and problem[0] == "CC_NEEDS_NEWER_CUDA":
-                _raise_with_alternatives(
-                    "TORCH_WHEEL_LACKS_CC",
-                    "the torch %s %s wheel is built with CUDA %s, but %s needs CUDA %s or newer." % (
-                        torch_key, variant, vcuda, _gpu_label(g), problem[1]),
-                    request, ccs, torch_key, allow_mismatch, compat)
-        rel = _data.TORCH_RELEASES[torch_key]
-        torch_plan = {
-            "version": torch_key,
-            "variant": variant,
-            "variant_cuda": vcuda,
-            "index_url": _data.TORCH_INDEX_URL.format(variant=variant),
-            "torchvision": rel["torchvision"],
-            "torchaudio": rel["torchaudio"],
-            "default_pypi_variant": rel["default_variant"],
-            "bundled_nccl": rel.get("bundled_nccl") if variant == rel["default_variant"] else None,
-            "cuda_major_mismatch_allowed": allow_mismatch,
-            "cuda_major_mismatch": _variant_cuda(variant)[0] != _mm(cuda_key)[0],
-            "driver_floor": wheel_driver_floor(variant),
-        }
+        check_wheel_covers_gpus(models, torch_key, variant, request, ccs, allow_mismatch, compat, distro)
+        torch_plan = plan_torch(torch_key, variant, cuda_key, allow_mismatch)
     else:
         warnings.append("no torch requested; the plan has no PyTorch wheel")
     rules += ["TORCH_NO_WHEEL_FOR_CUDA", "TORCH_CUDA_MAJOR_MISMATCH", "TORCH_WHEEL_LACKS_CC"]
 
-    # driver
-    need = cuda_driver_requirement(cuda_key, cuda_release, compat)
-    need_full = cuda_driver_requirement(cuda_key, cuda_release, "full")
-    toolkit_full = _data.CUDA_TOOLKITS[cuda_key]["full_version"]
-    toolkit_need = _data.CUDA_TOOLKITS[cuda_key]["updates"][toolkit_full]
-    wheel_need = torch_plan["driver_floor"] if torch_plan else None
-    driver_min = max([need] + ([wheel_need] if wheel_need else []), key=vkey)
-    install_need = max([driver_min] + ([toolkit_need] if compat == "full" else []), key=vkey)
-
-    branch = request.get("driver_branch")
-    if branch not in (None, ""):
-        branch = str(branch).strip()
-        m = re.match(r"^[rR]?(\d{3})(?:\.\d+)*$", branch)
-        branch = m.group(1) if m else branch
-        if branch not in _data.DRIVER_BRANCHES:
-            raise StackError(
-                "UNKNOWN_DRIVER_BRANCH",
-                "driver branch %r is not in the compatibility data; known branches: %s." % (
-                    request.get("driver_branch"), ", ".join(sorted(_data.DRIVER_BRANCHES, key=vkey))),
-                [{"driver_branch": b} for b in _data.DEFAULT_BRANCH_PREFERENCE])
-        if branch_best_version(branch, driver_min) is None:
-            _raise_branch(branch, cuda_key, need, need_full, wheel_need, variant, torch_key, compat, request, ccs,
-                          allow_mismatch)
-    else:
-        branch = next((b for b in _data.DEFAULT_BRANCH_PREFERENCE if branch_best_version(b, install_need)), None)
-        if branch is None:  # pragma: no cover - every toolkit in the data has a branch
-            branch = next(b for b in _data.DEFAULT_BRANCH_PREFERENCE if branch_best_version(b, driver_min))
+    # 4. driver
+    floors = driver_floor(cuda_key, cuda_release, compat, torch_plan["driver_floor"] if torch_plan else None)
+    branch = choose_branch(request, floors, cuda_key, torch_key, variant, compat, ccs, allow_mismatch, distro)
     rules += ["DRIVER_BRANCH_TOO_OLD_FOR_CUDA", "DRIVER_TOO_OLD_FOR_WHEEL"]
-    recommended = branch_best_version(branch, install_need) or branch_best_version(branch, driver_min)
-    if vkey(recommended) < vkey(toolkit_need) and compat == "full":
-        warnings.append("driver branch %s tops out at %s, below %s that CUDA %s (the update the repository installs) "
-                        "needs for full features; PTX built by it will not JIT on this driver" % (
-                            branch, recommended, toolkit_need, toolkit_full))
-    if compat == "minor" and vkey(recommended) < vkey(need_full):
-        warnings.append("driver %s runs CUDA %s only under minor-version compatibility (Table 3 asks for %s): "
-                        "applications built with SASS for the GPU work, PTX JIT of newer features does not" % (
-                            recommended, cuda_key, need_full))
-    binfo = _data.DRIVER_BRANCHES[branch]
-    if binfo.get("eol"):
-        warnings.append("driver branch %s is end of life; branch 535 (LTSB) runs CUDA 11.7-12.2" % branch)
+    recommended = branch_best_version(branch, floors["minimum"])
+    warnings += branch_warnings(branch, recommended, floors, compat, cuda_key)
+    km, km_warnings = choose_kernel_modules(request, models, ccs, branch)
+    warnings += km_warnings
+    rules += ["OPEN_MODULES_NEED_TURING", "OPEN_MODULES_REQUIRED"]
 
-    # kernel modules
-    km = request.get("kernel_modules")
-    turing_plus = bool(models) and all(vkey(cc) >= vkey(_data.KERNEL_MODULES["open_min_cc"]) for cc in ccs)
-    open_ok_branch = vkey(branch) >= vkey(_data.KERNEL_MODULES["open_first_branch"])
-    if km in (None, "", "auto"):
-        km = "open" if (turing_plus and open_ok_branch) else "proprietary"
-        if not models:
-            warnings.append("kernel module flavour defaulted to proprietary because no GPUs were given")
-    elif km not in ("open", "proprietary"):
-        raise StackError("BAD_REQUEST", "kernel_modules must be \"open\", \"proprietary\" or \"auto\", not %r." % (km,))
-    elif km == "open":
-        old = [g for g in models if vkey(g["compute_capability"]) < vkey(_data.KERNEL_MODULES["open_min_cc"])]
-        if old:
-            raise StackError(
-                "OPEN_MODULES_NEED_TURING",
-                "open GPU kernel modules support Turing (compute capability 7.5) and newer only, and %s is older; "
-                "use kernel_modules: proprietary." % _gpu_label(old[0]),
-                [{"kernel_modules": "proprietary"}])
-    rules.append("OPEN_MODULES_NEED_TURING")
-
-    # packages
-    names = _data.OS_PACKAGE_NAMES[family]
-    xy = cuda_key.replace(".", "-")
-    nccl = _data.CUDA_TOOLKITS[cuda_key]["nccl"]
-    fmt = {"B": branch, "XY": xy, "NCCL": nccl}
-    packages = {
-        "driver": [p.format(**fmt) for p in names["driver"][km]],
-        "toolkit": [p.format(**fmt) for p in names["toolkit"]],
-        "nccl": [p.format(**fmt) for p in names["nccl"]],
-        "fabricmanager": [p.format(**fmt) for p in names["fabricmanager"]] if nvswitch else [],
-    }
+    # 5. packages per OS
+    packages, driver = plan_packages(family, graph, branch, km, cuda_key, nvswitch)
     rules += ["NCCL_MATCHES_CUDA", "FABRIC_MANAGER_MATCHES_DRIVER"]
+    if not all(driver["verified"].values()):
+        warnings.append("the %s driver package names / flavour-switch steps for R%s follow NVIDIA's documented "
+                        "pattern but were not read verbatim for this branch (docs/compatibility.md); the repository "
+                        "check before install decides" % (graph, branch))
     if nvswitch:
         warnings.append("NVSwitch present: fabric manager must run at exactly the driver version (%s); hold both"
                         % recommended)
@@ -610,28 +820,38 @@ def solve(request):
         warnings.append("packages come from NVIDIA's %s repository; never pin NVIDIA's libnccl2 version against "
                         "Debian's own archive (different version scheme)" % distro)
     base = (request.get("repo_base_url") or _data.CUDA_REPO_BASE).rstrip("/")
+    binfo = _data.DRIVER_BRANCHES[branch]
 
     plan = {
         "cuda_version": cuda_key,
         "cuda_release": cuda_release,
-        "toolkit_full_version": toolkit_full,
+        "toolkit_full_version": floors["toolkit_full"],
         "toolkit_package": packages["toolkit"][0],
         "driver_branch": branch,
-        "driver_min_version": driver_min,
+        "driver_branch_type": binfo.get("type", ""),
+        "driver_branch_eol": bool(binfo.get("eol")),
+        "driver_min_version": floors["minimum"],
+        "driver_min_version_ga": floors["ga_need"],
+        "driver_min_version_requested_release": floors["asked_need"],
         "driver_min_version_minor_compat": _data.CUDA_TOOLKITS[cuda_key]["driver_min_minor_compat"],
-        "toolkit_driver_min_version": toolkit_need,
-        "driver_branch_min_version": branch_first_version(branch, driver_min),
+        "toolkit_driver_min_version": floors["toolkit_need"],
+        "driver_branch_min_version": branch_first_version(branch, floors["minimum"]),
         "driver_recommended_version": recommended,
         "driver_compat": compat,
         "driver_branch_max_cuda": binfo["max_cuda"],
         "kernel_modules": km,
-        "nccl_version": nccl.split("-")[0],
-        "nccl_package_version": nccl,
+        "driver_flavour_packages": driver["flavour_packages"],
+        "driver_flavour_switch": driver["switch"],
+        "driver_install_commands": driver["commands"],
+        "driver_packages_verified": driver["verified"],
+        "nccl_version": _data.CUDA_TOOLKITS[cuda_key]["nccl"].split("-")[0],
+        "nccl_package_version": _data.CUDA_TOOLKITS[cuda_key]["nccl"],
         "packages": packages,
         "package_family": family,
         "os": os_key,
         "arch": repo_arch,
         "repository": "%s/%s/%s/" % (base, distro, repo_arch),
+        "repository_cuda_releases": repository_cuda_releases(distro),
         "nvswitch": nvswitch,
         "fabricmanager_version": recommended if nvswitch else None,
         "torch": torch_plan,
@@ -649,11 +869,17 @@ def solve(request):
 # ---------------------------------------------------------------- alternatives
 
 
-def quick_ok(cuda_key, torch_key, ccs, branch=None, compat="full", allow_mismatch=False):
-    """True when (cuda, torch) passes every rule for these compute capabilities."""
-    for cc in ccs:
-        if cc_cuda_problem(cc, cuda_key):
-            return False
+def quick_ok(cuda_key, torch_key, ccs, branch=None, compat="full", allow_mismatch=False, distro=None):
+    """True when (cuda, torch) passes every rule for these compute capabilities (and OS repository)."""
+    return _quick_ok(cuda_key, torch_key, tuple(ccs), branch, compat, allow_mismatch, distro)
+
+
+@functools.lru_cache(maxsize=65536)
+def _quick_ok(cuda_key, torch_key, ccs, branch, compat, allow_mismatch, distro):
+    if distro is not None and cuda_key not in repository_cuda_releases(distro):
+        return False
+    if not hardware_supports(cuda_key, ccs):
+        return False
     variant = None
     if torch_key is not None:
         try:
@@ -665,14 +891,12 @@ def quick_ok(cuda_key, torch_key, ccs, branch=None, compat="full", allow_mismatc
             p = cc_cuda_problem(cc, vc)
             if p and p[0] == "CC_NEEDS_NEWER_CUDA":
                 return False
-    need = cuda_driver_requirement(cuda_key, cuda_key, compat)
-    if variant:
-        need = max(need, wheel_driver_floor(variant), key=vkey)
+    need = driver_floor(cuda_key, cuda_key, compat, wheel_driver_floor(variant) if variant else None)["minimum"]
     branches = [branch] if branch else _data.DEFAULT_BRANCH_PREFERENCE
     return any(branch_best_version(b, need) for b in branches)
 
 
-def alternatives(request, ccs, torch_key, allow_mismatch=False, compat="full", count=3):
+def alternatives(request, ccs, torch_key, allow_mismatch=False, compat="full", count=3, distro=None):
     """Nearest (cuda, torch) requests that work, as dicts with the chosen variant:
     the best one that changes only torch, the best that changes only cuda, then
     the nearest others."""
@@ -683,11 +907,12 @@ def alternatives(request, ccs, torch_key, allow_mismatch=False, compat="full", c
     t_idx = _TORCH_KEYS.index(torch_key) if torch_key in _TORCH_KEYS else len(_TORCH_KEYS) - 1
     c_want = min(range(len(_CUDA_KEYS)), key=lambda i: abs(_num(_mm(_CUDA_KEYS[i])) - _num(want_cuda)))
     branch = request.get("driver_branch")
-    branch = str(branch) if branch not in (None, "") and str(branch) in _data.DRIVER_BRANCHES else None
+    branch = _normalise_branch(branch) if branch not in (None, "") else None
+    branch = branch if branch in _data.DRIVER_BRANCHES else None
     found = []
     for ci, c in enumerate(_CUDA_KEYS):
         for ti, t in enumerate(_TORCH_KEYS if torch_key else [None]):
-            if not quick_ok(c, t, ccs, branch, compat, allow_mismatch):
+            if not quick_ok(c, t, ccs, branch, compat, allow_mismatch, distro):
                 continue
             dt = abs(ti - t_idx) if t else 0
             kind = ("torch" if ci == c_want else "cuda" if dt == 0 else "both")
@@ -715,6 +940,8 @@ def alternatives(request, ccs, torch_key, allow_mismatch=False, compat="full", c
 
 
 def format_alternative(alt):
+    if "cuda" not in alt:
+        return ", ".join("%s: %s" % kv for kv in sorted(alt.items()))
     text = "cuda %s" % alt["cuda"]
     if alt.get("torch"):
         text += " with torch %s (%s)" % (alt["torch"], alt["torch_variant"])
@@ -723,17 +950,18 @@ def format_alternative(alt):
     return text
 
 
-def _raise_with_alternatives(rule, why, request, ccs, torch_key, allow_mismatch, compat):
-    alts = alternatives(request, ccs, torch_key, allow_mismatch, compat)
+def _raise_with_alternatives(rule, why, request, ccs, torch_key, allow_mismatch, compat, distro=None):
+    alts = alternatives(request, ccs, torch_key, allow_mismatch, compat, distro=distro)
     if alts:
         msg = "%s Requests that work: %s." % (why.rstrip(), "; ".join(format_alternative(a) for a in alts))
     else:
-        msg = "%s No CUDA toolkit in the compatibility data (%s) supports this hardware." % (why.rstrip(), ", ".join(_CUDA_KEYS))
+        msg = "%s No CUDA toolkit in the compatibility data (%s) supports this hardware%s." % (
+            why.rstrip(), ", ".join(_CUDA_KEYS), " with this torch release" if torch_key else "")
     raise StackError(rule, msg, alts)
 
 
 def _raise_branch(branch, cuda_key, need, need_full, wheel_need, variant, torch_key, compat, request, ccs,
-                  allow_mismatch):
+                  allow_mismatch, distro=None):
     b = _data.DRIVER_BRANCHES[branch]
     newest = b["versions"][-1]
     if wheel_need and vkey(newest) < vkey(wheel_need) and vkey(newest) >= vkey(need):
@@ -744,13 +972,14 @@ def _raise_branch(branch, cuda_key, need, need_full, wheel_need, variant, torch_
         rule = "DRIVER_BRANCH_TOO_OLD_FOR_CUDA"
         why = ("driver branch %s runs CUDA up to %s with full features (its newest release, %s, is below %s, the "
                "CUDA %s minimum%s)." % (branch, b["max_cuda"], newest, need, cuda_key,
-                                        " under minor-version compatibility" if compat == "minor" else " in Table 3"))
+                                        " under minor-version compatibility" if compat == "minor" else
+                                        " in Table 3 for the update the repository installs"))
     works = [x for x in _data.DEFAULT_BRANCH_PREFERENCE
              if branch_best_version(x, max([need] + ([wheel_need] if wheel_need else []), key=vkey))]
     options = []
     if works:
         options.append("driver branch %s" % " or ".join(works[:2]))
-    older = [c for c in _CUDA_KEYS if quick_ok(c, torch_key, ccs, branch, compat, allow_mismatch)]
+    older = [c for c in _CUDA_KEYS if quick_ok(c, torch_key, ccs, branch, compat, allow_mismatch, distro)]
     if older:
         options.append("CUDA %s with branch %s" % (" or ".join(older[-2:]), branch))
     mv = _data.CUDA_TOOLKITS[cuda_key]["driver_min_minor_compat"]

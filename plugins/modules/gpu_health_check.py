@@ -40,10 +40,89 @@ options:
     type: str
   thresholds:
     description:
-      - Overrides of the defaults in C(module_utils/health.py) C(DEFAULTS) (keys such as
-        C(ecc_correctable_volatile_max), C(ib_expected_ports), C(xid_warn), C(silenced_codes)).
+      - Overrides of the defaults in C(module_utils/health.py) C(DEFAULTS); an omitted or null key keeps
+        the default. Typed, so a value from C(-e) (always a string) arrives as the number or boolean it means.
     type: dict
     default: {}
+    suboptions:
+      ecc_required:
+        description: Fail GPUs with ECC off; GPUs without ECC warn.
+        type: bool
+      ecc_uncorrectable_volatile_max:
+        description: Volatile uncorrectable ECC errors above this fail.
+        type: int
+      ecc_uncorrectable_aggregate_max:
+        description: Aggregate uncorrectable ECC errors above this fail.
+        type: int
+      ecc_correctable_volatile_max:
+        description: Volatile correctable ECC errors above this warn.
+        type: int
+      retired_pages_warn:
+        description: Retired pages above this warn.
+        type: int
+      retired_pages_fail:
+        description: Retired pages at or above this fail.
+        type: int
+      expected_gpu_count:
+        description: GPUs the driver must see; null compares with the PCI bus only.
+        type: int
+      persistence_required:
+        description: Warn on persistence mode off.
+        type: bool
+      pcie_check:
+        description: Warn on PCIe links below their max.
+        type: bool
+      throttle_fail_reasons:
+        description: Active clock event reasons that fail.
+        type: list
+        elements: str
+      throttle_warn_reasons:
+        description: Active clock event reasons that warn.
+        type: list
+        elements: str
+      ib_check:
+        description: Check the RDMA ports.
+        type: bool
+      ib_expected_ports:
+        description: "Ports (C(mlx5_0) or C(mlx5_0:1)) that must be Active."
+        type: list
+        elements: str
+      ib_expected_rate_gbps:
+        description: "Minimum port rate in Gb/s; null: the best sibling of the same CA type."
+        type: float
+      ib_expected_link_layer:
+        description: "C(InfiniBand) or C(Ethernet); null: not checked."
+        type: str
+      ib_expected_hca_count:
+        description: HCAs the node must have (the profile's count).
+        type: int
+      ib_cluster_hca_counts:
+        description: Every node's HCA count; without O(thresholds.ib_expected_hca_count) the majority is expected.
+        type: list
+        elements: int
+      sxid_check:
+        description: Judge NVSwitch SXid lines in the kernel log (fatal fail, non-fatal warn).
+        type: bool
+      host_ecc_required:
+        description: Fail (not warn) on host memory ECC unknown or off.
+        type: bool
+      host_edac_corrected_max:
+        description: Host corrected memory errors since boot above this warn.
+        type: int
+      host_edac_uncorrected_max:
+        description: Host uncorrected memory errors since boot above this fail.
+        type: int
+      xid_check:
+        description: Judge Xid lines in the kernel log.
+        type: bool
+      xid_warn:
+        description: Xids that only warn; any other Xid fails.
+        type: list
+        elements: int
+      silenced_codes:
+        description: Finding codes left out of the verdict (reported under C(silenced)).
+        type: list
+        elements: str
 extends_documentation_fragment:
   - gpufleet.cluster.read_only
 author:
@@ -105,6 +184,34 @@ from ansible_collections.gpufleet.cluster.plugins.module_utils.health import (
 )
 
 
+THRESHOLD_SPEC = {
+    "ecc_required": {"type": "bool"},
+    "ecc_uncorrectable_volatile_max": {"type": "int"},
+    "ecc_uncorrectable_aggregate_max": {"type": "int"},
+    "ecc_correctable_volatile_max": {"type": "int"},
+    "retired_pages_warn": {"type": "int"},
+    "retired_pages_fail": {"type": "int"},
+    "expected_gpu_count": {"type": "int"},
+    "persistence_required": {"type": "bool"},
+    "pcie_check": {"type": "bool"},
+    "throttle_fail_reasons": {"type": "list", "elements": "str"},
+    "throttle_warn_reasons": {"type": "list", "elements": "str"},
+    "ib_check": {"type": "bool"},
+    "ib_expected_ports": {"type": "list", "elements": "str"},
+    "ib_expected_rate_gbps": {"type": "float"},
+    "ib_expected_link_layer": {"type": "str"},
+    "ib_expected_hca_count": {"type": "int"},
+    "ib_cluster_hca_counts": {"type": "list", "elements": "int"},
+    "sxid_check": {"type": "bool"},
+    "host_ecc_required": {"type": "bool"},
+    "host_edac_corrected_max": {"type": "int"},
+    "host_edac_uncorrected_max": {"type": "int"},
+    "xid_check": {"type": "bool"},
+    "xid_warn": {"type": "list", "elements": "int"},
+    "silenced_codes": {"type": "list", "elements": "str"},
+}
+
+
 def main():
     module = AnsibleModule(
         argument_spec=dict(
@@ -114,7 +221,7 @@ def main():
             host_info=dict(type="dict"),
             kernel_log=dict(type="str", no_log=False),
             kernel_log_error=dict(type="str"),
-            thresholds=dict(type="dict", default={}),
+            thresholds=dict(type="dict", default={}, options=THRESHOLD_SPEC),
         ),
         supports_check_mode=True,
     )

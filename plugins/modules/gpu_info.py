@@ -35,6 +35,13 @@ options:
     description: Also run C(nvidia-smi topo -m) and return RV(topology) when the driver works.
     type: bool
     default: true
+  timeout:
+    description:
+      - Seconds each C(nvidia-smi) call may run before it is killed. A call that does not answer in
+        time makes RV(status) C(driver_error) with RV(timed_out) true, so a node with a hung GPU is
+        reported by name while the other nodes finish.
+    type: int
+    default: 60
 extends_documentation_fragment:
   - gpufleet.cluster.read_only
 notes:
@@ -77,9 +84,14 @@ message:
   returned: always
   type: str
   sample: "NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver. Make sure that the latest NVIDIA driver is installed and running."
+timed_out:
+  description: True when C(nvidia-smi -q -x) did not answer within O(timeout) and was killed.
+  returned: always
+  type: bool
 nvidia_smi_rc:
   description:
-    - Exit code of the failing nvidia-smi call (9 = driver not loaded); null otherwise.
+    - Exit code of the failing nvidia-smi call (9 = driver not loaded, 124 = killed at O(timeout));
+      null otherwise.
     - Not named C(rc), because Ansible marks any result with a non-zero C(rc) as failed, and a broken
       driver is a state to report.
   returned: always
@@ -204,6 +216,7 @@ import os
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.gpufleet.cluster.plugins.module_utils.c_locale import C_LOCALE
+from ansible_collections.gpufleet.cluster.plugins.module_utils.run_tool import run_tool
 
 from ansible_collections.gpufleet.cluster.plugins.module_utils.nvidia_smi import (
     NvidiaSmiParseError,
@@ -227,6 +240,7 @@ class GpuInfo(object):
             "status": None,
             "message": "",
             "nvidia_smi_rc": None,
+            "timed_out": False,
             "nvidia_smi_path": None,
             "driver_version": None,
             "cuda_version": None,
@@ -242,7 +256,8 @@ class GpuInfo(object):
         }
 
     def run(self, args):
-        return self.module.run_command(args, environ_update=C_LOCALE)
+        """(rc, stdout, stderr, timed_out) within the module's timeout."""
+        return run_tool(self.module, args, self.params["timeout"], environ_update=C_LOCALE)
 
     def find_nvidia_smi(self):
         name = self.params["nvidia_smi"]
@@ -270,7 +285,15 @@ class GpuInfo(object):
                 r["message"] = "no NVIDIA GPU on the PCI bus and %s not found" % self.params["nvidia_smi"]
             return r
 
-        rc, out, err = self.run([smi, "-q", "-x"])
+        rc, out, err, timed_out = self.run([smi, "-q", "-x"])
+        if timed_out:
+            r["status"] = "driver_error"
+            r["timed_out"] = True
+            r["nvidia_smi_rc"] = rc
+            r["message"] = ("'%s -q -x' did not answer within %d s and was killed: the driver or a GPU is "
+                            "hung (look for Xid errors in the kernel log; a GPU reset or reboot clears it)"
+                            % (smi, self.params["timeout"]))
+            return r
         if rc != 0:
             msg = (out.strip() + "\n" + err.strip()).strip()
             if not r["pci_gpu_count"] and any(m in msg for m in NO_DEVICES_MARKERS):
@@ -314,7 +337,7 @@ class GpuInfo(object):
         if r["missing_from_driver"]:
             r["message"] = "GPU(s) on the PCI bus but not seen by the driver: %s" % ", ".join(r["missing_from_driver"])
         if self.params["include_topology"]:
-            trc, tout, terr = self.run([smi, "topo", "-m"])
+            trc, tout, terr, _timed_out = self.run([smi, "topo", "-m"])
             if trc == 0:
                 try:
                     r["topology"] = parse_nvidia_smi_topo(tout)
@@ -324,11 +347,15 @@ class GpuInfo(object):
 
     def add_compute_capability(self, smi, gpus):
         """compute_cap is a --query-gpu field only (R510+); older drivers reject it: keep the table value."""
-        rc, out, err = self.run([smi, "--query-gpu=pci.bus_id,compute_cap", "--format=csv"])
-        if rc != 0:
+        rc, out, err, timed_out = self.run([smi, "--query-gpu=pci.bus_id,compute_cap", "--format=csv"])
+        if rc != 0 or timed_out:
+            return
+        try:
+            rows = parse_nvidia_smi_csv(out)
+        except NvidiaSmiParseError:
             return
         by_bus = {}
-        for row in parse_nvidia_smi_csv(out):
+        for row in rows:
             cc = normalize_cc(row.get("compute_cap"))
             bus = normalize_pci_bus_id(row.get("pci.bus_id"))
             if cc and bus:
@@ -349,6 +376,7 @@ def build_module():
             pci_sysfs_path=dict(type="path", default="/sys/bus/pci/devices"),
             nvidia_smi=dict(type="str", default="nvidia-smi"),
             include_topology=dict(type="bool", default=True),
+            timeout=dict(type="int", default=60),
         ),
         supports_check_mode=True,
     )
@@ -356,7 +384,8 @@ def build_module():
 
 def main():
     module = build_module()
-    module.run_command_environ_update = C_LOCALE
+    if module.params["timeout"] <= 0:
+        module.fail_json(msg="timeout must be a positive number of seconds, got %d" % module.params["timeout"])
     module.exit_json(**GpuInfo(module).gather())
 
 

@@ -40,6 +40,11 @@ options:
       - Root of the file system for C(etc/os-release), C(.dockerenv) and C(run/.containerenv).
     type: path
     default: /
+  timeout:
+    description: Seconds each tool (C(lscpu), C(mokutil), C(systemd-detect-virt)) may run before it
+      is killed; a killed tool counts as absent and the fact falls back to sysfs/procfs or unknown.
+    type: int
+    default: 30
 extends_documentation_fragment:
   - gpufleet.cluster.read_only
 seealso:
@@ -237,6 +242,7 @@ import platform
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.gpufleet.cluster.plugins.module_utils.c_locale import C_LOCALE
+from ansible_collections.gpufleet.cluster.plugins.module_utils.run_tool import run_tool
 from ansible_collections.gpufleet.cluster.plugins.module_utils.host import (
     detect_virtualization,
     parse_cpuinfo,
@@ -259,17 +265,19 @@ def build_module():
             sysfs_root=dict(type="path", default="/sys"),
             procfs_root=dict(type="path", default="/proc"),
             root_path=dict(type="path", default="/"),
+            timeout=dict(type="int", default=30),
         ),
         supports_check_mode=True,
     )
 
 
 def _run(module, name, args):
-    """Run a tool if installed: (rc, stdout, stderr), or None when it is missing."""
+    """Run a tool if installed: (rc, stdout, stderr), or None when it is missing or hung."""
     path = module.get_bin_path(name, required=False)
     if not path:
         return None
-    return module.run_command([path] + args, environ_update=C_LOCALE)
+    rc, out, err, timed_out = run_tool(module, [path] + args, module.params["timeout"], environ_update=C_LOCALE)
+    return None if timed_out else (rc, out, err)
 
 
 def gather_cpu(module, live):
@@ -356,6 +364,8 @@ def gather(module):
 
 def main():
     module = build_module()
+    if module.params["timeout"] <= 0:
+        module.fail_json(msg="timeout must be a positive number of seconds, got %d" % module.params["timeout"])
     module.exit_json(**gather(module))
 
 

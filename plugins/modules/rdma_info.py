@@ -47,6 +47,12 @@ options:
         returning the error in RV(errors).
     type: bool
     default: false
+  timeout:
+    description:
+      - Seconds C(ibstat) may run before it is killed; a killed ibstat is an entry in RV(errors)
+        and the ports are read from sysfs instead.
+    type: int
+    default: 30
 extends_documentation_fragment:
   - gpufleet.cluster.read_only
 notes:
@@ -193,6 +199,7 @@ import os
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.gpufleet.cluster.plugins.module_utils.c_locale import C_LOCALE
+from ansible_collections.gpufleet.cluster.plugins.module_utils.run_tool import run_tool
 from ansible_collections.gpufleet.cluster.plugins.module_utils.ibstat import (
     active_ports,
     parse_ibstat_with_errors,
@@ -208,6 +215,7 @@ def build_module():
             procfs_root=dict(type="path", default="/proc"),
             module_sysfs_path=dict(type="path", default="/sys/module"),
             fail_on_error=dict(type="bool", default=False),
+            timeout=dict(type="int", default=30),
         ),
         supports_check_mode=True,
     )
@@ -235,11 +243,14 @@ def gather(module):
     result = {"changed": False, "source": "none", "cas": [], "errors": [], "ibstat_rc": None}
     ibstat = find_ibstat(module, params["ibstat"])
     if ibstat:
-        rc, out, err = module.run_command([ibstat], environ_update=C_LOCALE)
+        rc, out, err, timed_out = run_tool(module, [ibstat], params["timeout"], environ_update=C_LOCALE)
         result["ibstat_rc"] = rc
         cas, errors = parse_ibstat_with_errors(out)
         errors += [line.strip() for line in (err or "").splitlines() if line.strip()]
-        if rc != 0:
+        if timed_out:
+            cas = []  # a cut-off listing is not the node's ports
+            errors.append("%s did not answer within %d s and was killed" % (ibstat, params["timeout"]))
+        elif rc != 0:
             errors.append("%s exited with rc %d" % (ibstat, rc))
         if errors and params["fail_on_error"]:
             module.fail_json(
@@ -271,6 +282,8 @@ def gather(module):
 
 def main():
     module = build_module()
+    if module.params["timeout"] <= 0:
+        module.fail_json(msg="timeout must be a positive number of seconds, got %d" % module.params["timeout"])
     module.exit_json(**gather(module))
 
 

@@ -38,7 +38,7 @@ options:
   node_var:
     description:
       - Host variable that holds each node's launch data (address, nproc, gpu_info result, torch probe,
-        the registered launcher result as C(run)).
+        the registered launcher result as C(run), the node's active RDMA line rate as C(rdma_gbps)).
     type: str
     default: __smoke_test_node
   backend:
@@ -64,11 +64,29 @@ options:
     type: float
     default: 0.10
   expect_rdma:
-    description: Fail a multi-node NCCL run whose inter-node transport is TCP sockets.
+    description:
+      - The nodes have active RDMA ports; said in the message when a multi-node NCCL run used TCP
+        sockets (which fails either way unless O(allow_socket_transport)).
+    type: bool
+    default: false
+  allow_socket_transport:
+    description:
+      - Accept a multi-node NCCL run whose inter-node transport is TCP sockets (a cluster without
+        RDMA). Without it such a run fails.
+    type: bool
+    default: false
+  allow_no_busbw_floor:
+    description:
+      - Accept a multi-node NCCL run that has no bus-bandwidth floor to be judged against (no
+        active RDMA port on some node and no C(min_busbw_gbps) in O(thresholds)). Without it such a
+        run fails.
     type: bool
     default: false
   rdma_gbps_per_node:
-    description: Sum of the active RDMA port rates of one node in Gb/s; derives the multi-node busbw floor.
+    description:
+      - Active RDMA line rate of one node in Gb/s for the multi-node busbw floor. When omitted, the
+        lowest of every node's own rate (C(rdma_gbps) in each node's record) is used, so the floor
+        never comes from the host that happens to judge.
     type: float
   sim:
     description: The cluster is simulated; GPUs that nvidia-smi stand-ins report but torch cannot see are expected.

@@ -11,33 +11,9 @@ not root or when systemd-nspawn is missing.
 
 from __future__ import annotations
 
-import ipaddress
-import os
-import shutil
-import subprocess
-import sys
-from pathlib import Path
-
 import pytest
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
-SIM_DIR = REPO_ROOT / "tests" / "sim"
-SIMCLUSTER = SIM_DIR / "simcluster.py"
-VENV_BIN = Path(sys.executable).parent
-sys.path.insert(0, str(SIM_DIR))
-
-from gfsim import cluster as simlib  # noqa: E402
-from gfsim import network as simnet  # noqa: E402
-
-
-def sim_skip_reason() -> str | None:
-    if os.geteuid() != 0:
-        return "the simulated cluster needs root (network namespaces, overlay mounts, systemd-nspawn)"
-    if shutil.which("systemd-nspawn") is None:
-        return "systemd-nspawn is missing (apt-get install systemd-container)"
-    if shutil.which("debootstrap") is None and not simlib.image.ROOTFS.exists():
-        return "debootstrap is missing (apt-get install debootstrap) and no cached tree exists"
-    return None
+from simharness import SimCluster, bring_up, cluster, free_subnet, sim_skip_reason, tear_down
 
 
 def pytest_collection_modifyitems(config, items):
@@ -49,91 +25,15 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(pytest.mark.skip(reason=reason))
 
 
-class SimCluster:
-    """A running simulated cluster, as the tests see it."""
-
-    def __init__(self, name: str, state: dict):
-        self.name = name
-        self.state = state
-        self.inventory = Path(simlib.state_dir(name) / "inventory.yml")
-        self.nodes = list(state["nodes"])
-
-    def _cli(self, *args: str) -> subprocess.CompletedProcess:
-        return subprocess.run([sys.executable, str(SIMCLUSTER), *args], capture_output=True, text=True,
-                              check=True, timeout=120)
-
-    def fault(self, node: str, fault: str) -> None:
-        self._cli("fault", "--name", self.name, node, fault)
-
-    def clear(self, node: str, fault: str | None = None) -> None:
-        self._cli("clear", "--name", self.name, node, *([fault] if fault else []))
-
-    def ssh(self, node: str, cmd: str, timeout: int = 600) -> subprocess.CompletedProcess:
-        return simlib.ssh(self.state, node, cmd, timeout=timeout)
-
-    def ip(self, node: str) -> str:
-        return self.state["nodes"][node]["ip"]
-
-    def env(self) -> dict:
-        env = dict(os.environ)
-        env["PATH"] = f"{VENV_BIN}{os.pathsep}{env.get('PATH', '')}"
-        env["ANSIBLE_CONFIG"] = str(REPO_ROOT / "ansible.cfg")
-        return env
-
-    def playbook(self, path, *args: str, timeout: int = 1800) -> subprocess.CompletedProcess:
-        return subprocess.run([str(VENV_BIN / "ansible-playbook"), "-i", str(self.inventory), str(path), *args],
-                              cwd=REPO_ROOT, env=self.env(), capture_output=True, text=True, timeout=timeout, check=False)
-
-    def ansible(self, *args: str, timeout: int = 600) -> subprocess.CompletedProcess:
-        return subprocess.run([str(VENV_BIN / "ansible"), "-i", str(self.inventory), *args],
-                              cwd=REPO_ROOT, env=self.env(), capture_output=True, text=True, timeout=timeout, check=False)
-
-
-def bring_up(name: str, subnet: str, nodes: int, *, profile=(), preinstall=(), faults=(), captures=()) -> SimCluster:
-    args = ["up", "--name", name, "--subnet", subnet, "--nodes", str(nodes)]
-    for p in profile:
-        args += ["--profile", p]
-    for p in preinstall:
-        args += ["--preinstall", p]
-    for f in faults:
-        args += ["--fault", f]
-    for c in captures:
-        args += ["--capture", c]
-    proc = subprocess.run([sys.executable, str(SIMCLUSTER), *args], capture_output=True, text=True, timeout=900, check=False)
-    if proc.returncode != 0:
-        raise RuntimeError(f"simcluster up {name} failed rc={proc.returncode}\n{proc.stdout}\n{proc.stderr[-4000:]}")
-    return SimCluster(name, simlib.load_state(name))
-
-
-def tear_down(name: str) -> None:
-    subprocess.run([sys.executable, str(SIMCLUSTER), "down", "--name", name], capture_output=True, text=True,
-                   timeout=300, check=False)
-
-
 @pytest.fixture(scope="session")
 def sim_cluster():
-    reason = sim_skip_reason()
-    if reason:
-        pytest.skip(reason)
-    name = "itest"
-    try:
-        yield bring_up(name, "10.200.0.0/24", 3, profile=["hgx-h100"])
-    finally:
-        tear_down(name)
-
-
-def free_subnet() -> str:
-    """A /24 in 10.200.20-99 that no interface holds (10.200.0-19 are for named/dev clusters)."""
-    for third in range(20, 100):
-        subnet = f"10.200.{third}.0/24"
-        if simnet.address_in_use(str(ipaddress.ip_network(subnet).network_address + 1)) is None:
-            return subnet
-    raise RuntimeError("no free 10.200.x.0/24 subnet for a simulated cluster")
+    with cluster("itest", 3, subnet="10.200.0.0/24", profile=["hgx-h100"]) as running:
+        yield running
 
 
 @pytest.fixture
 def sim_cluster_factory():
-    """Call factory(name, nodes=2, profile=[...], preinstall=[...], faults=[...]) -> SimCluster."""
+    """Call factory(name, nodes=2, profile=[...], preinstall=[...], faults=[...], os="ubuntu22.04") -> SimCluster."""
     reason = sim_skip_reason()
     if reason:
         pytest.skip(reason)

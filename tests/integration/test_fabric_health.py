@@ -134,7 +134,13 @@ def test_health_finds_each_fault_on_its_node_and_healthy_nodes_pass(cluster, tmp
 
 def test_ecc_disabled_is_enabled_pending_until_reboot_then_current(cluster, tmp_path):
     cluster.fault("node2", "ecc-disabled")
-    proc, report = health(cluster, tmp_path / "r1")
+    # validate is an audit by default: it reports ECC off and changes nothing.
+    proc, report = health(cluster, tmp_path / "r0")
+    assert "ECC_MODE_DISABLED" in {f["code"] for f in node_fails(report, "node2")}
+    assert {n: r["changed"] for n, r in recap(proc).items()} == {n: 0 for n in cluster.nodes}
+    assert cluster.ssh("node2", "test -e /var/lib/gpufleet/reboot-required.d/ecc-mode").returncode != 0
+    # Asked by name (a string from -e, typed by the role), it enables ECC pending the reboot.
+    proc, report = health(cluster, tmp_path / "r1", "-e", "gpu_health_ecc_enable=true")
     assert proc.returncode == 0, proc.stdout[-3000:]  # pending reboot is a warn, not a fail
     codes = {f["code"] for f in report["nodes"]["node2"]["findings"]}
     assert "ECC_ENABLE_PENDING_REBOOT" in codes and "ECC_MODE_DISABLED" not in codes
@@ -146,7 +152,7 @@ def test_ecc_disabled_is_enabled_pending_until_reboot_then_current(cluster, tmp_
         assert not [f for f in report["nodes"][node]["findings"] if f["code"].startswith("ECC")]
 
     # a second run changes nothing anywhere, and the request stays
-    proc, report = health(cluster, tmp_path / "r2")
+    proc, report = health(cluster, tmp_path / "r2", "-e", "gpu_health_ecc_enable=true")
     assert {n: r["changed"] for n, r in recap(proc).items()} == {n: 0 for n in cluster.nodes}
     assert "ECC_ENABLE_PENDING_REBOOT" in {f["code"] for f in report["nodes"]["node2"]["findings"]}
 

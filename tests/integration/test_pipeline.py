@@ -14,7 +14,8 @@ from pathlib import Path
 import jsonschema
 import pytest
 
-from conftest import VENV_BIN, bring_up, free_subnet, sim_skip_reason, tear_down
+from simharness import VENV_BIN
+from simharness import cluster as sim_cluster
 
 pytestmark = [pytest.mark.sim, pytest.mark.slow]
 
@@ -24,14 +25,8 @@ SCHEMA = json.loads((REPO / "docs" / "run-summary.schema.json").read_text())
 
 @pytest.fixture(scope="module")
 def cluster():
-    reason = sim_skip_reason()
-    if reason:
-        pytest.skip(reason)
-    name = "pipeline"
-    try:
-        yield bring_up(name, free_subnet(), 2, preinstall=["driver=535.183.01", "torch"])
-    finally:
-        tear_down(name)
+    with sim_cluster("pipeline", 2, preinstall=["driver=535.183.01", "torch"]) as running:
+        yield running
 
 
 def _gpufleet(cluster, tmp_path: Path, *args: str) -> tuple[subprocess.CompletedProcess, dict]:
@@ -49,7 +44,10 @@ def test_healthy_validate_run_exits_0_with_a_complete_summary(cluster, tmp_path)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
     assert summary["result"] == "passed" and summary["ready_nodes"] == ["node1", "node2"]
     # Progress: one line per node per play, each with the elapsed time.
-    progress = [line for line in proc.stdout.splitlines() if line.startswith("[") and "s] " in line]
+    lines = proc.stdout.splitlines()
+    progress = [line for line in lines if line.startswith("[") and "s] " in line and "still running" not in line]
+    # The heartbeat names the running task and the nodes still in it while a play takes its time.
+    assert any("still running on node1" in line for line in lines), proc.stdout
     for play in ("Check GPU node health", "Prove the cluster trains"):
         assert sum(1 for line in progress if play in line) == 2, proc.stdout
     node = summary["nodes"]["node1"]

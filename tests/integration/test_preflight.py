@@ -12,7 +12,7 @@ import re
 
 import pytest
 
-from conftest import bring_up, sim_skip_reason, tear_down
+from simharness import cluster as sim_cluster
 
 pytestmark = pytest.mark.sim
 
@@ -36,13 +36,8 @@ RELAXED = {
 
 @pytest.fixture(scope="module")
 def cluster():
-    reason = sim_skip_reason()
-    if reason:
-        pytest.skip(reason)
-    try:
-        yield bring_up(NAME, SUBNET, 3, profile=["node3=a100-sxm4"], preinstall=["driver=535.183.01"])
-    finally:
-        tear_down(NAME)
+    with sim_cluster(NAME, 3, subnet=SUBNET, profile=["node3=a100-sxm4"], preinstall=["driver=535.183.01"]) as running:
+        yield running
 
 
 def run(cluster, tmp_path, *extra, extra_vars=None):

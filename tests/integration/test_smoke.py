@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import bring_up, free_subnet, sim_skip_reason, tear_down
+from simharness import cluster
 
 REPO = Path(__file__).resolve().parents[2]
 PLAYBOOK = REPO / "playbooks" / "smoke_test.yml"
@@ -24,15 +24,8 @@ pytestmark = [pytest.mark.sim, pytest.mark.slow]
 
 @pytest.fixture(scope="module")
 def smoke_cluster():
-
-    reason = sim_skip_reason()
-    if reason:
-        pytest.skip(reason)
-    name = "smoketest"
-    try:
-        yield bring_up(name, free_subnet(), 3, preinstall=["torch"])
-    finally:
-        tear_down(name)
+    with cluster("smoketest", 3, preinstall=["torch"]) as running:
+        yield running
 
 
 def _run(cluster, tmp: Path, *args: str):

@@ -1,10 +1,13 @@
 #!/usr/bin/env python3
 """Simulated GPU cluster for gpufleet's integration tests and demo.
 
-    simcluster.py up [--name N] [--subnet 10.200.K.0/24] --nodes 3 [--profile hgx-h100 | --profile node2=a100-sxm4]
-                     [--capture NODE=FILE ...] [--fault NODE=FAULT ...] [--preinstall driver=535.183.01]
+    simcluster.py up [--name N] [--subnet 10.200.K.0/24] --nodes 3 [--os debian12 | --os ubuntu22.04]
+                     [--profile hgx-h100 | --profile node2=a100-sxm4]
+                     [--capture NODE=FILE ...] [--fault NODE=FAULT ...]
+                     [--preinstall driver=550.54.15[:open|:proprietary]] [--preinstall driver-run=535.183.01[:open]]
                      [--preinstall torch] [--inventory PATH]
     simcluster.py down [--name N | --all]
+    simcluster.py leftovers --name N      # exit 1 naming what `down` left (netns, link, mount, process)
     simcluster.py status [--name N]
     simcluster.py fault [--name N] NODE FAULT
     simcluster.py clear [--name N] NODE [FAULT]
@@ -21,7 +24,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from gfsim import cluster, hardware  # noqa: E402
+from gfsim import cluster, hardware, manifest  # noqa: E402
 
 
 def parse_pairs(values, what: str) -> dict[str, list[str]]:
@@ -43,16 +46,23 @@ def main(argv=None) -> int:
     p_up.add_argument("--name", default=cluster.DEFAULT_NAME)
     p_up.add_argument("--subnet", default=cluster.DEFAULT_SUBNET)
     p_up.add_argument("--nodes", type=int, default=3)
+    p_up.add_argument("--os", default=cluster.DEFAULT_OS, choices=sorted(manifest.OS_CHOICES),
+                      help="what the nodes claim to be, and which NVIDIA repository they use (default debian12)")
     p_up.add_argument("--profile", action="append", default=[],
                       help=f"PROFILE for all nodes or NODE=PROFILE; known: {', '.join(sorted(hardware.PROFILES))}")
     p_up.add_argument("--capture", action="append", default=[], help="NODE=FILE: replay this capture on NODE")
     p_up.add_argument("--fault", action="append", default=[], help=f"NODE=FAULT; known: {', '.join(hardware.FAULTS)}")
-    p_up.add_argument("--preinstall", action="append", default=[], help="driver=VERSION or torch")
+    p_up.add_argument("--preinstall", action="append", default=[],
+                      help="driver=VERSION[:open|proprietary] (packages from the manifest-built repository), "
+                           "driver-run=VERSION[:FLAVOUR] (as NVIDIA's .run installer leaves it), or torch")
     p_up.add_argument("--inventory", action="append", default=[], help="also write the inventory here")
 
     p_down = sub.add_parser("down", help="remove the cluster and every trace of it")
     p_down.add_argument("--name", default=cluster.DEFAULT_NAME)
     p_down.add_argument("--all", action="store_true", help="remove every cluster this clone brought up")
+
+    p_left = sub.add_parser("leftovers", help="list what the host still holds of a cluster; exit 1 if anything")
+    p_left.add_argument("--name", default=cluster.DEFAULT_NAME)
 
     p_status = sub.add_parser("status", help="list clusters and nodes")
     p_status.add_argument("--name")
@@ -86,7 +96,7 @@ def main(argv=None) -> int:
         inventories = [Path(p).resolve() for p in args.inventory]
         try:
             state = cluster.up(args.name, args.subnet, args.nodes, profiles, captures, faults,
-                               args.preinstall, inventories)
+                               args.preinstall, inventories, os_name=args.os)
         except BaseException:
             print(f"[simcluster] bring-up failed; removing what was created "
                   f"(python {sys.argv[0]} down --name {args.name})", file=sys.stderr)
@@ -94,7 +104,7 @@ def main(argv=None) -> int:
             raise
         inv = inventories[0] if inventories else cluster.state_dir(args.name) / "inventory.yml"
         me = Path(__file__).resolve()
-        print(f"Cluster '{args.name}' is up and left running:")
+        print(f"Cluster '{args.name}' ({state['os']}) is up and left running:")
         for node_name, entry in state["nodes"].items():
             print(f"  {node_name:8} {entry['ip']:15} profile={entry['profile']}"
                   + (f" faults={','.join(entry['faults'])}" if entry["faults"] else ""))
@@ -102,7 +112,8 @@ def main(argv=None) -> int:
         print("Use it:")
         print(f"  ansible all -i {inv} -m ping")
         print(f"  ansible-playbook -i {inv} site.yml")
-        print(f"  ssh -i {state['ssh_key']} -o StrictHostKeyChecking=no root@{state['nodes']['node1']['ip']}")
+        print(f"  ssh -i {state['ssh_key']} -o UserKnownHostsFile={cluster.known_hosts_path(state)} "
+              f"root@{state['nodes']['node1']['ip']}")
         print(f"Inject a fault:  {sys.executable} {me} fault --name {args.name} node1 ecc-uncorrectable")
         print(f"Remove it:       {sys.executable} {me} down --name {args.name}")
         return 0
@@ -112,6 +123,13 @@ def main(argv=None) -> int:
             cluster.down(name)
             print(f"Cluster '{name}' removed.")
         return 0
+    if args.cmd == "leftovers":
+        found = cluster.leftovers(args.name)
+        for item in found:
+            print(item)
+        if found:
+            print(f"cluster '{args.name}': {len(found)} things left behind", file=sys.stderr)
+        return 1 if found else 0
     if args.cmd == "status":
         info = cluster.status(args.name)
         if args.json:
@@ -120,7 +138,7 @@ def main(argv=None) -> int:
         if not info:
             print("No simulated cluster.")
         for c in info:
-            print(f"{c['name']}: {c['status']} ({'healthy' if c['healthy'] else 'NOT healthy'}), "
+            print(f"{c['name']}: {c['status']} ({'healthy' if c['healthy'] else 'NOT healthy'}), {c['os']}, "
                   f"subnet {c['subnet']}, inventory {c['inventory']}")
             for n in c["nodes"]:
                 print(f"  {n['node']:8} {n['ip']:15} {n['profile']:22} "

@@ -17,11 +17,12 @@ from pathlib import Path
 
 import yaml
 
-from . import hardware, image, network, node as nodelib, repo, util
+from . import hardware, image, manifest as manifest_lib, network, node as nodelib, packages, repo, util
 from .util import STATE_ROOT, log, run
 
 DEFAULT_NAME = "gfsim"
 DEFAULT_SUBNET = "10.200.0.0/24"
+DEFAULT_OS = "ubuntu22.04"
 TORCH_LAYER_VERSION = "1"
 TORCH_LAYER = util.CACHE_ROOT / f"layer-torch-v{TORCH_LAYER_VERSION}"
 VENV = "/opt/gpufleet/venv"
@@ -42,15 +43,50 @@ def save_state(state: dict) -> None:
 
 # --- bring-up -----------------------------------------------------------------------
 
+def parse_preinstall(items: list[str], manifest: manifest_lib.Manifest) -> list[dict]:
+    """--preinstall values, checked against the node OS's manifest before anything is created:
+    driver=VERSION[:open|proprietary] (packages from the repository), driver-run=VERSION[:FLAVOUR]
+    (as NVIDIA's .run installer leaves it: files, no package), torch."""
+    known = set(manifest.driver_upstreams())
+    every = {u for m in manifest_lib.load_all().values() for u in m.driver_upstreams()}
+    parsed = []
+    for item in items:
+        kind, _sep, value = item.partition("=")
+        if kind == "torch" and not value:
+            parsed.append({"kind": "torch"})
+            continue
+        if kind not in ("driver", "driver-run") or not value:
+            raise SystemExit(f"--preinstall {item!r}: wanted driver=VERSION[:open|proprietary], "
+                             "driver-run=VERSION[:open|proprietary] or torch")
+        version, _sep, flavour = value.partition(":")
+        flavour = flavour or "proprietary"
+        if flavour not in manifest_lib.FLAVOURS:
+            raise SystemExit(f"--preinstall {item!r}: flavour {flavour!r}; known: {', '.join(manifest_lib.FLAVOURS)}")
+        if kind == "driver" and version not in known:
+            raise SystemExit(f"--preinstall {item!r}: NVIDIA's {manifest.repository} repository (manifest "
+                             f"{manifest.file.name}) has no driver {version}; it has: {', '.join(manifest.driver_upstreams())}")
+        if kind == "driver-run" and version not in every:
+            raise SystemExit(f"--preinstall {item!r}: {version} is no driver release the manifests cite; "
+                             f"known: {', '.join(sorted(every))}")
+        parsed.append({"kind": kind, "version": version, "flavour": flavour})
+    return parsed
+
+
 def up(name: str, subnet_cidr: str, count: int, profiles: dict[str, str], captures: dict[str, list[Path]],
-       faults: dict[str, list[str]], preinstall: list[str], inventories: list[Path]) -> dict:
+       faults: dict[str, list[str]], preinstall: list[str], inventories: list[Path],
+       os_name: str = DEFAULT_OS) -> dict:
     if os.geteuid() != 0:
         raise SystemExit("simcluster needs root (namespaces, mounts, systemd-nspawn)")
+    try:
+        os_manifest = manifest_lib.for_os(os_name)
+    except manifest_lib.ManifestError as exc:
+        raise SystemExit(str(exc)) from None
+    preinstall_plan = parse_preinstall(preinstall, os_manifest)
     subnet = network.Subnet(subnet_cidr)
     node_names = [f"node{i}" for i in range(1, count + 1)]
     wanted = {"subnet": subnet_cidr, "nodes": node_names, "profiles": profiles,
               "captures": {k: [str(p) for p in v] for k, v in captures.items()},
-              "faults": faults, "preinstall": sorted(preinstall)}
+              "faults": faults, "preinstall": sorted(preinstall), "os": os_name}
     existing = load_state(name)
     if existing and existing.get("request") == wanted and healthy(existing):
         log(f"cluster {name} is already up")
@@ -72,7 +108,7 @@ def up(name: str, subnet_cidr: str, count: int, profiles: dict[str, str], captur
         repo.ensure_debian_mirror(rootfs, fpr)
         wheels = wheels_future.result()
     lowers = [rootfs]
-    if "torch" in preinstall:
+    if any(p["kind"] == "torch" for p in preinstall_plan):
         lowers = [build_torch_layer(rootfs, wheels), rootfs]
 
     sdir = state_dir(name)
@@ -80,7 +116,9 @@ def up(name: str, subnet_cidr: str, count: int, profiles: dict[str, str], captur
     base_url = f"http://{subnet.bridge_ip}:{repo.HTTP_PORT}"
     state = {"name": name, "request": wanted, "subnet": subnet_cidr, "bridge": network.bridge_name(name),
              "bridge_ip": subnet.bridge_ip, "repo_url": f"{base_url}/{repo.CUDA_REPO_SUBDIR}",
-             "mirror_url": f"{base_url}/debian", "fingerprint": fpr, "nodes": {}, "http": None,
+             "os": os_name, "cuda_repository": os_manifest.repository,
+             "mirror_url": f"{base_url}/{'ubuntu' if os_manifest.os['id'] == 'ubuntu' else 'debian'}",
+             "fingerprint": fpr, "nodes": {}, "http": None,
              "ssh_key": str(sdir / "ssh/id_ed25519"), "inventories": [str(p) for p in inventories],
              "lowers": [str(p) for p in lowers], "status": "starting"}
     save_state(state)
@@ -113,7 +151,8 @@ def up(name: str, subnet_cidr: str, count: int, profiles: dict[str, str], captur
         paths = nodelib.NodePaths(sdir, node_name)
         nodelib.mount_overlay(paths, lowers)
         nodelib.write_node_files(paths.merged, node=node_name, hosts=hosts, pubkey=pubkey,
-                                 mirror_url=state["mirror_url"], keyring=keyring, hw=hw, faults=entry["faults"])
+                                 mirror_url=state["mirror_url"], keyring=keyring, hw=hw, faults=entry["faults"],
+                                 os_info=os_manifest.os)
         spid, sstart = nodelib.start_supervisor(paths, nodelib.nspawn_command(paths, node_name, netns, wheels))
         entry["supervisor"] = {"pid": spid, "start": sstart}
         save_state(state)
@@ -125,9 +164,11 @@ def up(name: str, subnet_cidr: str, count: int, profiles: dict[str, str], captur
         nodelib.wait_ssh(key, ip, SSH_READY_TIMEOUT)
         # Fresh package lists from the local mirror, as a real server would have.
         ssh(state, node_name, "apt-get update -qq", check=True)
-        for item in preinstall:
-            if item.startswith("driver="):
-                install_driver(state, node_name, item.split("=", 1)[1])
+        for item in preinstall_plan:
+            if item["kind"] == "driver":
+                install_driver(state, node_name, os_manifest, item["version"], item["flavour"])
+            elif item["kind"] == "driver-run":
+                install_driver_runfile(state, node_name, item["version"], item["flavour"])
 
     with concurrent.futures.ThreadPoolExecutor(max_workers=len(node_names)) as pool:
         for future in [pool.submit(ready, n) for n in node_names]:
@@ -140,15 +181,42 @@ def up(name: str, subnet_cidr: str, count: int, profiles: dict[str, str], captur
     return state
 
 
-def install_driver(state: dict, node_name: str, version: str) -> None:
-    branch = version.split(".")[0]
-    # As NVIDIA documents it: fetch cuda-keyring from the repository, dpkg -i, update.
-    keyring_url = f"{state['repo_url']}/debian12/x86_64/cuda-keyring_1.1-1_all.deb"
+def install_driver(state: dict, node_name: str, manifest: manifest_lib.Manifest, version: str, flavour: str) -> None:
+    """As NVIDIA documents it: fetch cuda-keyring from the repository, dpkg -i, update, install the
+    flavour's driver packages (every one pinned to the version, so an older release stays put)."""
+    keyring_url = f"{state['repo_url']}/{manifest.repository}/x86_64/cuda-keyring_{manifest.keyring['version']}_all.deb"
+    pins = " ".join(manifest.preinstall_pins(version, flavour))
+    auto = " ".join(manifest.preinstall_auto(version, flavour))
     ssh(state, node_name,
         f"python3 -c 'import urllib.request as u; u.urlretrieve(\"{keyring_url}\", \"/tmp/cuda-keyring.deb\")' && "
         "dpkg -i /tmp/cuda-keyring.deb >/dev/null && rm -f /tmp/cuda-keyring.deb && apt-get update -qq && "
-        f"DEBIAN_FRONTEND=noninteractive apt-get install -y -qq nvidia-driver-{branch}={version}-1 >/dev/null",
+        f"DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends {pins} >/dev/null && "
+        f"apt-mark auto {auto} >/dev/null",
         check=True)
+
+
+RUNFILE_SCRIPT = """set -e
+# What NVIDIA-Linux-x86_64-{version}.run leaves behind, as far as the roles look: nvidia-smi
+# and the module of the chosen flavour, the installer's own tools and log; no dpkg package.
+mkdir -p {lib} /lib/modules/$(uname -r)/kernel/drivers/video /var/log
+printf '%s\n' '#!/bin/sh' 'exec /usr/bin/python3 /usr/lib/gpufleet-sim/standins/nvidia_smi.py "$@"' > /usr/bin/nvidia-smi
+chmod 755 /usr/bin/nvidia-smi
+echo {version} > {userspace}
+echo '{version} {flavour}' > {kmod}
+: > /lib/modules/$(uname -r)/kernel/drivers/video/nvidia.ko
+for tool in nvidia-installer nvidia-uninstall; do
+  printf '%s\n' '#!/bin/sh' "echo '$tool: gpufleet simulator stand-in for the {version} .run installer' >&2" 'exit 1' > /usr/bin/$tool
+  chmod 755 /usr/bin/$tool
+done
+echo 'nvidia-installer log file (gpufleet simulator stand-in): installed {version} ({flavour} kernel modules)' \
+  > /var/log/nvidia-installer.log
+"""
+
+
+def install_driver_runfile(state: dict, node_name: str, version: str, flavour: str) -> None:
+    ssh(state, node_name, RUNFILE_SCRIPT.format(
+        version=version, flavour=flavour, lib=packages.SIM_LIB, userspace=packages.USERSPACE_VERSION,
+        kmod=packages.KERNEL_MODULE), check=True)
 
 
 def build_torch_layer(rootfs: Path, wheels: Path) -> Path:
@@ -205,13 +273,36 @@ def ssh(state: dict, node_name: str, command: str, check: bool = False, timeout:
     return proc
 
 
+def known_hosts_path(state: dict) -> Path:
+    return state_dir(state["name"]) / "known_hosts"
+
+
+def write_known_hosts(state: dict) -> Path:
+    """The host keys the nodes were given at bring-up, by address and name: the only keys the
+    inventory trusts, so Ansible checks host keys against the sim exactly as against real servers."""
+    lines = []
+    for node_name, entry in state["nodes"].items():
+        pub = nodelib.NodePaths(state_dir(state["name"]), node_name).upper / "etc/ssh/ssh_host_ed25519_key.pub"
+        try:
+            key_type, key = pub.read_text().split()[:2]
+        except (OSError, ValueError) as exc:
+            raise RuntimeError(f"{node_name}: no usable SSH host key at {pub} ({exc}); "
+                               f"bring the cluster up again (simcluster.py up --name {state['name']})") from exc
+        lines.append(f"{entry['ip']},{node_name} {key_type} {key}\n")
+    path = known_hosts_path(state)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("".join(lines))
+    return path
+
+
 def inventory_data(state: dict) -> dict:
     hosts = {n: {"ansible_host": e["ip"]} for n, e in state["nodes"].items()}
     repo_url = state["repo_url"]
     group_vars = {
         "ansible_user": "root",
         "ansible_ssh_private_key_file": state["ssh_key"],
-        "ansible_ssh_common_args": "-o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null",
+        # Checked against the sim's own known_hosts (write_known_hosts), never switched off.
+        "ansible_ssh_common_args": f"-o StrictHostKeyChecking=yes -o UserKnownHostsFile={known_hosts_path(state)}",
         "ansible_python_interpreter": "/usr/bin/python3",
         "gpufleet_sim": True,
         "gpufleet_cluster_name": state["name"],
@@ -231,7 +322,8 @@ def inventory_data(state: dict) -> dict:
         },
         "gpufleet_stack_request": {"cuda": "12.2", "torch": "2.1.2"},
         "gpufleet_cuda_repo_url": repo_url,
-        "gpufleet_cuda_repo_key_url": f"{repo_url}/debian12/x86_64/{repo.key_short_id(state['fingerprint'])}.pub",
+        "gpufleet_cuda_repo_key_url": (f"{repo_url}/{state.get('cuda_repository', 'debian12')}/x86_64/"
+                                       f"{repo.key_short_id(state['fingerprint'])}.pub"),
         "gpufleet_cuda_repo_key_fingerprint": state["fingerprint"],
         "gpufleet_debian_mirror_url": state["mirror_url"],
         "gpufleet_pytorch_wheel_dir": nodelib.WHEELS_MOUNT,
@@ -244,6 +336,7 @@ def inventory_data(state: dict) -> dict:
 
 
 def write_inventory(state: dict, path: Path) -> None:
+    write_known_hosts(state)
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     header = (f"# Simulated cluster '{state['name']}' written by tests/sim/simcluster.py.\n"
@@ -341,6 +434,27 @@ def down(name: str) -> None:
         shutil.rmtree(sdir)
 
 
+def leftovers(name: str) -> list[str]:
+    """Everything of cluster `name` the host still shows: namespaces, links, mounts, processes, state.
+
+    Empty after a clean `down`; the integration tests and molecule's destroy both check it."""
+    found = []
+    netns = run(["ip", "netns", "list"], check=False, capture=True).stdout
+    found += [f"netns {line}" for line in netns.splitlines() if line.startswith(network.netns_prefix(name))]
+    links = run(["ip", "-o", "link", "show"], check=False, capture=True).stdout
+    tag = network.short_id(name)
+    found += [f"link {line.split(':')[1].strip()}" for line in links.splitlines() if tag in line.split(":")[1]]
+    mounts = run(["findmnt", "-rn", "-o", "TARGET"], check=False, capture=True).stdout
+    sdir = str(state_dir(name))
+    found += [f"mount {m}" for m in mounts.split() if m.startswith(sdir)]
+    ps = run(["ps", "-eo", "pid,stat,args"], check=False, capture=True).stdout
+    found += [f"process {line.strip()}" for line in ps.splitlines()
+              if sdir in line and " Z" not in line and "ps -eo" not in line]
+    if Path(sdir).exists():
+        found.append(f"state dir {sdir}")
+    return found
+
+
 def status(name: str | None) -> list[dict]:
     names = [name] if name else sorted(p.name for p in STATE_ROOT.glob("*") if (p / "state.json").exists())
     result = []
@@ -355,6 +469,7 @@ def status(name: str | None) -> list[dict]:
                           "faults": entry["faults"],
                           "running": util.pid_alive(sup.get("pid", 0), sup.get("start"))})
         result.append({"name": n, "subnet": state["subnet"], "status": state.get("status"),
+                       "os": state.get("os", DEFAULT_OS),
                        "healthy": healthy(state), "inventory": str(state_dir(n) / "inventory.yml"),
                        "nodes": nodes})
     return result

@@ -61,6 +61,22 @@ PROFILES = {
         "gpu_pci_class": "0x030200",
         "nvswitch": None,
     },
+    # No published `nvidia-smi -q` of a B200 was found to replay (see tests/sim/manifests/SOURCES.md):
+    # the profile is PCI ids only. 10de:2901 is "GB100 [B200]" in pci.ids; the eight bus addresses
+    # are the HGX H100 capture's (the board layout, not a B200 fact). nvidia-smi answers only that
+    # it has no capture; with the proprietary module it finds no devices, as Blackwell needs the
+    # open kernel modules (gpufleet issue 12).
+    "hgx-b200": {
+        "description": "HGX B200 (PCI ids only): 8x B200 (10de:2901), no nvidia-smi capture, no NVSwitch ids",
+        "gpu": None,
+        "pci_gpus": {"bus_ids_from": "nvidia-smi-q/h100-sxm-80gb-hbm3-x8-drv535.183.01-cuda12.2.txt",
+                     "device": "0x2901"},
+        "ibstat": None,
+        "topo": None,
+        "gpu_pci_class": "0x030200",
+        "nvswitch": None,
+        "requires_open_modules": True,
+    },
 }
 
 GPU_FAULTS = {"ecc-uncorrectable", "ecc-disabled", "remap-pending", "remap-failure", "gpu-missing",
@@ -78,10 +94,6 @@ DCGM_CAPTURES = {
 }
 # The stand-in DCGM package ships a placeholder /usr/bin/dcgmi; after every dpkg run this hook points
 # it at the stand-in (as the image does for ibstat), so `dcgmi` exists only once the package is installed.
-DCGM_HOOK = (
-    'DPkg::Post-Invoke { "if [ -e /usr/bin/dcgmi ] && [ ! -L /usr/bin/dcgmi ]; then '
-    'ln -sfn /usr/lib/gpufleet-sim/standins/dcgmi /usr/bin/dcgmi; fi"; };\n'
-)
 PCI_TREE = "opt/gpufleet-sim/sys/bus/pci/devices"
 
 
@@ -118,7 +130,8 @@ def write_node_hardware(merged: Path, node: str, hw: dict, faults: list[str]) ->
     captures.mkdir(parents=True, exist_ok=True)
     profile = PROFILES[hw["profile"]]
     config = {"node": node, "profile": hw["profile"], "faults": sorted(set(faults)),
-              "ibstat_drop_errors": bool(profile.get("ibstat_drop_errors"))}
+              "ibstat_drop_errors": bool(profile.get("ibstat_drop_errors")),
+              "requires_open_modules": bool(profile.get("requires_open_modules"))}
     for kind, src in hw["sources"].items():
         if src is None:
             config[f"{kind}_capture"] = None
@@ -131,8 +144,11 @@ def write_node_hardware(merged: Path, node: str, hw: dict, faults: list[str]) ->
         shutil.copyfile(src, dest)
         config[f"{kind}_capture"] = "/" + str(dest.relative_to(merged))
     util.write_json(etc / "node.json", config)
-    (merged / "etc/apt/apt.conf.d").mkdir(parents=True, exist_ok=True)
-    (merged / "etc/apt/apt.conf.d/98gpufleet-sim-dcgm").write_text(DCGM_HOOK)
+    if hw["sources"]["gpu"] is None:
+        # PCI ids only: no capture says what ECC mode the GPUs are in.
+        util.write_json(etc / "ecc.json", {"current": "N/A", "pending": "N/A"})
+        write_pci_tree(merged / PCI_TREE, None, profile)
+        return
     gpu_text = Path(hw["sources"]["gpu"]).read_text()
     ecc = capture_lib.ecc_mode(gpu_text)
     if "ecc-disabled" in faults:
@@ -150,12 +166,12 @@ def set_faults(merged: Path, faults: list[str]) -> None:
     # ECC mode is state, not a replay transform: the fault sets it, clearing restores the capture's.
     if "ecc-disabled" in set(faults) - before:
         util.write_json(merged / NODE_ETC / "ecc.json", {"current": "Disabled", "pending": "Disabled"})
-    elif "ecc-disabled" in before - set(faults):
+    elif "ecc-disabled" in before - set(faults) and config.get("gpu_capture"):
         gpu_capture = merged / config["gpu_capture"].lstrip("/")
         util.write_json(merged / NODE_ETC / "ecc.json", capture_lib.ecc_mode(gpu_capture.read_text()))
 
 
-def write_pci_tree(root: Path, gpu_text: str, profile: dict) -> None:
+def write_pci_tree(root: Path, gpu_text: str | None, profile: dict) -> None:
     """sysfs-like PCI devices matching the capture: what lspci/gpu_info count independently
     of the driver (so a GPU missing from the driver still shows here)."""
     if root.exists():
@@ -170,8 +186,13 @@ def write_pci_tree(root: Path, gpu_text: str, profile: dict) -> None:
         (d / "class").write_text(pci_class + "\n")
         (d / "subsystem_vendor").write_text("0x10de\n")
 
-    for gpu in capture_lib.gpu_pci_devices(gpu_text):
-        device(gpu["sysfs_bus_id"], gpu["device"], profile["gpu_pci_class"])
+    if gpu_text is not None:
+        for gpu in capture_lib.gpu_pci_devices(gpu_text):
+            device(gpu["sysfs_bus_id"], gpu["device"], profile["gpu_pci_class"])
+    else:
+        layout = (FIXTURES_DIR / profile["pci_gpus"]["bus_ids_from"]).read_text()
+        for gpu in capture_lib.gpu_pci_devices(layout):
+            device(gpu["sysfs_bus_id"], profile["pci_gpus"]["device"], profile["gpu_pci_class"])
     if profile.get("nvswitch"):
         for i in range(profile["nvswitch"]["count"]):
             device(f"0000:{0xc0 + i:02x}:00.0", profile["nvswitch"]["device"], "0x068000")

@@ -52,8 +52,37 @@ def unmount(paths: NodePaths) -> None:
                 run(["umount", "-l", target], check=False, capture=True)
 
 
+def os_release(os_info: dict) -> str:
+    """/etc/os-release for the OS the node claims to be (from the repository manifest's `os`)."""
+    if os_info["id"] == "ubuntu":
+        return (f'PRETTY_NAME="{os_info["pretty_name"]}"\nNAME="Ubuntu"\nVERSION_ID="{os_info["version_id"]}"\n'
+                f'VERSION="{os_info["version"]}"\n'
+                f'VERSION_CODENAME={os_info["codename"]}\nID=ubuntu\nID_LIKE=debian\n'
+                'HOME_URL="https://www.ubuntu.com/"\nSUPPORT_URL="https://help.ubuntu.com/"\n'
+                'BUG_REPORT_URL="https://bugs.launchpad.net/ubuntu/"\n'
+                f'UBUNTU_CODENAME={os_info["codename"]}\n')
+    return ""   # Debian: the tree's own os-release is the truth
+
+
+def write_os_identity(merged: Path, os_info: dict) -> None:
+    """Make the Debian 12 tree claim another OS: os-release, lsb-release, issue. Only what
+    facts and tools read; the packages stay Debian's (see docs/simulated-cluster.md)."""
+    text = os_release(os_info)
+    if not text:
+        return
+    for rel in ("etc/os-release", "usr/lib/os-release"):
+        path = merged / rel
+        if path.is_symlink() or path.exists():
+            path.unlink()
+        path.write_text(text)
+    (merged / "etc/lsb-release").write_text(
+        f'DISTRIB_ID=Ubuntu\nDISTRIB_RELEASE={os_info["version_id"]}\nDISTRIB_CODENAME={os_info["codename"]}\n'
+        f'DISTRIB_DESCRIPTION="{os_info["pretty_name"]}"\n')
+    (merged / "etc/issue").write_text(f"{os_info['pretty_name']} \\n \\l\n\n")
+
+
 def write_node_files(merged: Path, *, node: str, hosts: str, pubkey: str, mirror_url: str,
-                     keyring: bytes, hw: dict, faults: list[str]) -> None:
+                     keyring: bytes, hw: dict, faults: list[str], os_info: dict) -> None:
     """Everything that makes this tree this node; written into its upper layer."""
     (merged / "etc/hostname").write_text(node + "\n")
     (merged / "etc/hosts").write_text(hosts)
@@ -68,10 +97,12 @@ def write_node_files(merged: Path, *, node: str, hosts: str, pubkey: str, mirror
     (ssh_dir / "authorized_keys").write_text(pubkey)
     (ssh_dir / "authorized_keys").chmod(0o600)
     (merged / MIRROR_KEYRING.lstrip("/")).write_bytes(keyring)
-    (merged / "etc/apt/sources.list.d/debian.sources").write_text(
+    write_os_identity(merged, os_info)
+    sources_name = "ubuntu.sources" if os_info["id"] == "ubuntu" else "debian.sources"
+    (merged / "etc/apt/sources.list.d" / sources_name).write_text(
         "Types: deb\n"
         f"URIs: {mirror_url}\n"
-        "Suites: bookworm\nComponents: main\n"
+        f"Suites: {os_info['codename']}\nComponents: main\n"
         f"Signed-By: {MIRROR_KEYRING}\n")
     if not (merged / hardware.NODE_ETC / "node.json").exists():
         hardware.write_node_hardware(merged, node, hw, faults)

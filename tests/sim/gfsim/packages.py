@@ -1,56 +1,28 @@
-"""Stand-in packages named, versioned and related like NVIDIA's CUDA repository.
+"""Stand-in packages built from the sourced manifests (tests/sim/manifests/*.yml).
 
-Payloads are tiny: wrapper scripts that run the stand-in programs, version
-files the stand-ins read, and systemd units that behave like the real ones
-where the roles depend on it (fabric manager refuses a driver mismatch).
+Names, versions and relations come from the manifest entry as they are; only the payload is
+ours: wrapper scripts that run the stand-in programs, version files the stand-ins read, and
+systemd units that behave like the real ones where the roles depend on it (fabric manager
+refuses a driver it does not match). Nothing here reads the project's roles or solver data.
 """
 
 from __future__ import annotations
 
-import ast
 import tempfile
 from pathlib import Path
 
-from .util import REPO_ROOT, run
+from .manifest import Entry, Manifest
+from .util import run
 
-DRIVER_VERSIONS = ["525.147.05", "535.104.05", "535.183.01", "550.127.05"]
-# (toolkit package version, nvcc "V" release, build tag) per CUDA X.Y, as NVIDIA ships them.
-CUDA_TOOLKITS = {
-    "11.7": ("11.7.1", "11.7.99", "cuda_11.7.r11.7/compiler.31442593_0", "Tue_Jun__7_18:48:49_PDT_2022"),
-    "11.8": ("11.8.0", "11.8.89", "cuda_11.8.r11.8/compiler.31833905_0", "Wed_Sep_21_10:33:58_PDT_2022"),
-    "12.0": ("12.0.1", "12.0.140", "cuda_12.0.r12.0/compiler.32267302_0", "Fri_Jan__6_16:45:21_PST_2023"),
-    "12.1": ("12.1.1", "12.1.105", "cuda_12.1.r12.1/compiler.32688072_0", "Tue_Feb__7_19:32:13_PST_2023"),
-    "12.2": ("12.2.2", "12.2.140", "cuda_12.2.r12.2/compiler.33191640_0", "Tue_Aug_15_22:02:13_PDT_2023"),
-}
-FALLBACK_NCCL = {
-    "11.7": "2.14.3-1+cuda11.7", "11.8": "2.16.5-1+cuda11.8", "12.0": "2.18.1-1+cuda12.0",
-    "12.1": "2.18.3-1+cuda12.1", "12.2": "2.18.3-1+cuda12.2",
-}
-EXTRA_NCCL = "2.19.3"       # a second version per CUDA so pinning has something to refuse
-DCGM_VERSION = "1:3.3.5"
-KEYRING_VERSION = "1.1-1"
+KEYRING = "/usr/share/keyrings/cuda-archive-keyring.gpg"
+SIM_LIB = "/usr/lib/gpufleet-sim"
+# What the stand-ins read: the userspace package's version (nvidia-smi/NVML) and the kernel
+# module package's "<version> <flavour>". nvidia-smi reports the module's version and fails
+# like the real tool when the two differ or no module is installed.
+USERSPACE_VERSION = f"{SIM_LIB}/userspace_version"
+KERNEL_MODULE = f"{SIM_LIB}/kernel_module"
 
 STANDIN_WRAPPER = '#!/bin/sh\nexec /usr/bin/python3 /usr/lib/gpufleet-sim/standins/{prog} "$@"\n'
-
-
-def nccl_versions() -> dict[str, str]:
-    """Per-CUDA NCCL apt versions, read from the project's compat data when it has them."""
-    versions = dict(FALLBACK_NCCL)
-    path = REPO_ROOT / "plugins/module_utils/compat_data.py"
-    try:
-        tree = ast.parse(path.read_text())
-    except (OSError, SyntaxError):
-        return versions
-    for node in tree.body:
-        if isinstance(node, ast.Assign) and any(getattr(t, "id", None) == "CUDA_TOOLKITS" for t in node.targets):
-            try:
-                data = ast.literal_eval(node.value)
-            except ValueError:
-                return versions
-            for cuda, entry in data.items():
-                if cuda in versions and isinstance(entry, dict) and isinstance(entry.get("nccl"), str):
-                    versions[cuda] = entry["nccl"]
-    return versions
 
 
 def build_deb(out_dir: Path, name: str, version: str, *, arch="amd64", depends="", provides="",
@@ -68,7 +40,7 @@ def build_deb(out_dir: Path, name: str, version: str, *, arch="amd64", depends="
                            ("Conflicts", conflicts), ("Replaces", replaces)):
             if value:
                 fields.append(f"{key}: {value}")
-        fields.append(f"Description: {description or name} (gpufleet simulator stand-in)")
+        fields.append(f"Description: gpufleet simulator stand-in for {description or name}")
         (root / "DEBIAN/control").write_text("\n".join(fields) + "\n")
         for script_name, body in (("postinst", postinst), ("prerm", prerm)):
             if body:
@@ -105,133 +77,143 @@ def _systemd_prerm(unit: str) -> str:
             f"if [ \"$1\" = remove ]; then deb-systemd-helper purge {unit} >/dev/null || true; fi\n")
 
 
-def build_driver_packages(out: Path) -> None:
-    for full in DRIVER_VERSIONS:
-        branch = full.split(".", maxsplit=1)[0]
-        version = f"{full}-1"
-        for flavour in ("", "-open"):
-            name = f"nvidia-driver-{branch}{flavour}"
-            build_deb(
-                out, name, version, depends="python3",
-                provides="nvidia-driver-any", conflicts="nvidia-driver-any", replaces="nvidia-driver-any",
-                description=f"NVIDIA driver metapackage, branch {branch}{flavour}",
-                files={
-                    "/usr/bin/nvidia-smi": (STANDIN_WRAPPER.format(prog="nvidia_smi.py"), 0o755),
-                    "/usr/lib/gpufleet-sim/driver_version": (full + "\n", 0o644),
-                    "/usr/lib/gpufleet-sim/driver_flavour": (("open" if flavour else "proprietary") + "\n", 0o644),
-                    "/usr/bin/nvidia-persistenced": (
-                        "#!/bin/sh\n# Stand-in daemon: persistence mode is on while it runs.\n"
-                        "mkdir -p /run/gpufleet-sim && echo Enabled > /run/gpufleet-sim/persistence_mode\n"
-                        "exec sleep infinity\n", 0o755),
-                    "/lib/systemd/system/nvidia-persistenced.service": (
-                        "[Unit]\nDescription=NVIDIA Persistence Daemon\n\n[Service]\nType=simple\n"
-                        "ExecStart=/usr/bin/nvidia-persistenced --user nvidia-persistenced\n"
-                        "ExecStopPost=/bin/rm -f /run/gpufleet-sim/persistence_mode\n\n"
-                        "[Install]\nWantedBy=multi-user.target\n", 0o644),
-                },
-                postinst=_systemd_postinst("nvidia-persistenced.service", start=True),
-                prerm=_systemd_prerm("nvidia-persistenced.service"),
-            )
-        build_deb(out, f"cuda-drivers-{branch}", version,
-                  depends=f"nvidia-driver-{branch} (= {version}) | nvidia-driver-{branch}-open (= {version})",
-                  description=f"CUDA driver metapackage for branch {branch}")
-        build_deb(out, "cuda-drivers", version, depends=f"cuda-drivers-{branch} (= {version})",
-                  description="CUDA driver metapackage (latest branch)")
-        fm_script = (
-            "#!/bin/sh\n"
-            f"FM_VERSION={full}\n"
-            'case "$1" in -v|--version) echo "Fabric Manager version is : $FM_VERSION"; exit 0;; esac\n'
-            "DRV=$(cat /usr/lib/gpufleet-sim/driver_version 2>/dev/null || echo none)\n"
-            'if [ "$DRV" != "$FM_VERSION" ]; then\n'
-            '  echo "fabric manager NVIDIA GPU driver interface version $FM_VERSION don\'t match with driver version $DRV. '
-            'Please update with matching NVIDIA driver package." >&2\n  exit 1\nfi\n'
-            # Forks like the real daemon (Type=forking), so a version mismatch fails `systemctl start`
-            # itself instead of a moment after it.
-            "mkdir -p /run/nvidia-fabricmanager\n"
-            "sleep infinity </dev/null >/dev/null 2>&1 &\n"
-            "echo $! > /run/nvidia-fabricmanager/nv-fabricmanager.pid\n")
-        build_deb(
-            out, f"nvidia-fabricmanager-{branch}", version,
-            provides="nvidia-fabricmanager-any", conflicts="nvidia-fabricmanager-any",
-            replaces="nvidia-fabricmanager-any",
-            description=f"NVIDIA Fabric Manager for driver {full}",
-            files={
-                "/usr/bin/nv-fabricmanager": (fm_script, 0o755),
-                "/usr/share/nvidia/nvswitch/fabricmanager.cfg": ("LOG_LEVEL=4\n", 0o644),
-                "/lib/systemd/system/nvidia-fabricmanager.service": (
-                    "[Unit]\nDescription=NVIDIA fabric manager service\n\n[Service]\nType=forking\n"
-                    "PIDFile=/run/nvidia-fabricmanager/nv-fabricmanager.pid\n"
-                    "ExecStart=/usr/bin/nv-fabricmanager -c /usr/share/nvidia/nvswitch/fabricmanager.cfg\n\n"
-                    "[Install]\nWantedBy=multi-user.target\n", 0o644),
-            },
-            postinst="deb-systemd-helper enable nvidia-fabricmanager.service >/dev/null || true\n"
-                     "if [ -d /run/systemd/system ]; then systemctl --system daemon-reload >/dev/null || true; fi\n",
-            prerm=_systemd_prerm("nvidia-fabricmanager.service"),
-        )
+def _relation(values: tuple[str, ...]) -> str:
+    return ", ".join(values)
 
 
-def build_cuda_packages(out: Path) -> None:
-    for cuda, (pkg_version, nvcc_release, build_tag, built_on) in CUDA_TOOLKITS.items():
-        dash = cuda.replace(".", "-")
-        prefix = f"/usr/local/cuda-{cuda}"
-        nvcc = ("#!/bin/sh\ncat <<'END'\nnvcc: NVIDIA (R) Cuda compiler driver\n"
-                f"Copyright (c) 2005-2023 NVIDIA Corporation\nBuilt on {built_on}\n"
-                f"Cuda compilation tools, release {cuda}, V{nvcc_release}\nBuild {build_tag}\nEND\n")
-        version_json = ('{\n   "cuda" : {\n      "name" : "CUDA SDK",\n      "version" : "%s"\n   },\n'
-                        '   "cuda_nvcc" : {\n      "name" : "CUDA NVCC",\n      "version" : "%s"\n   }\n}\n'
-                        % (pkg_version, nvcc_release))
-        priority = int(cuda.replace(".", ""))
-        build_deb(
-            out, f"cuda-toolkit-{dash}", f"{pkg_version}-1",
-            description=f"CUDA Toolkit {cuda} meta-package",
-            files={f"{prefix}/bin/nvcc": (nvcc, 0o755), f"{prefix}/version.json": (version_json, 0o644)},
-            postinst=f"update-alternatives --install /usr/local/cuda cuda {prefix} {priority}\n",
-            prerm=f'if [ "$1" = remove ]; then update-alternatives --remove cuda {prefix}; fi\n',
-        )
-    for cuda, apt_version in nccl_versions().items():
-        for nccl_version in sorted({apt_version, f"{EXTRA_NCCL}-1+cuda{cuda}"}):
-            upstream = nccl_version.split("-")[0]
-            major, minor, patch = upstream.split(".")
-            lib = f"/usr/lib/x86_64-linux-gnu/libnccl.so.{upstream}"
-            build_deb(out, "libnccl2", nccl_version, section="libs",
-                      description=f"NVIDIA Collective Communication Library (NCCL) runtime for CUDA {cuda}",
-                      files={lib: (f"NCCL {upstream} built for CUDA {cuda} (stand-in)\n", 0o644)},
-                      symlinks={"/usr/lib/x86_64-linux-gnu/libnccl.so.2": f"libnccl.so.{upstream}"})
-            header = (f"#define NCCL_MAJOR {major}\n#define NCCL_MINOR {minor}\n#define NCCL_PATCH {patch}\n"
-                      '#define NCCL_SUFFIX ""\n'
-                      f"#define NCCL_VERSION_CODE {int(major) * 10000 + int(minor) * 100 + int(patch)}\n")
-            build_deb(out, "libnccl-dev", nccl_version, section="libdevel", depends=f"libnccl2 (= {nccl_version})",
-                      description=f"NCCL development files for CUDA {cuda}",
-                      files={"/usr/include/nccl.h": (header, 0o644)},
-                      symlinks={"/usr/lib/x86_64-linux-gnu/libnccl.so": "libnccl.so.2"})
-
-
-def build_dcgm_package(out: Path) -> None:
-    upstream = DCGM_VERSION.rsplit(":", maxsplit=1)[-1]
-    build_deb(
-        out, "datacenter-gpu-manager", DCGM_VERSION,
-        description="NVIDIA Data Center GPU Manager",
-        files={
-            "/usr/bin/dcgmi": (f"#!/bin/sh\necho 'Version : {upstream}'\n", 0o755),
-            "/usr/bin/nv-hostengine": ("#!/bin/sh\nexec sleep infinity\n", 0o755),
-            "/lib/systemd/system/nvidia-dcgm.service": (
-                "[Unit]\nDescription=NVIDIA DCGM service\n\n[Service]\nType=simple\n"
+def payload_files(entry: Entry) -> tuple[dict, dict, str, str]:
+    """(files, symlinks, postinst, prerm) for one manifest entry's stand-in payload."""
+    kind = entry.payload["kind"]
+    up = entry.upstream
+    if kind == "none":
+        return {}, {}, "", ""
+    if kind == "userspace":
+        return ({"/usr/bin/nvidia-smi": (STANDIN_WRAPPER.format(prog="nvidia_smi.py"), 0o755),
+                 USERSPACE_VERSION: (up + "\n", 0o644)}, {}, "", "")
+    if kind == "persistenced":
+        daemon = ("#!/bin/sh\n# Stand-in daemon: persistence mode is on while it runs.\n"
+                  "mkdir -p /run/gpufleet-sim && echo Enabled > /run/gpufleet-sim/persistence_mode\n"
+                  "exec sleep infinity\n")
+        unit = ("[Unit]\nDescription=NVIDIA Persistence Daemon\n\n[Service]\nType=simple\n"
+                "ExecStart=/usr/bin/nvidia-persistenced --user nvidia-persistenced\n"
+                "ExecStopPost=/bin/rm -f /run/gpufleet-sim/persistence_mode\n\n"
+                "[Install]\nWantedBy=multi-user.target\n")
+        return ({"/usr/bin/nvidia-persistenced": (daemon, 0o755),
+                 "/lib/systemd/system/nvidia-persistenced.service": (unit, 0o644)},
+                {}, _systemd_postinst("nvidia-persistenced.service", start=True),
+                _systemd_prerm("nvidia-persistenced.service"))
+    if kind == "kmod":
+        # One path for every flavour and branch: two module packages installed at once collide
+        # in dpkg unless the manifest's Conflicts/Replaces say how one replaces the other.
+        return {KERNEL_MODULE: (f"{up} {entry.payload['flavour']}\n", 0o644)}, {}, "", ""
+    if kind == "fabricmanager":
+        return _fabricmanager_payload(up)
+    if kind == "toolkit":
+        return _toolkit_payload(entry.payload)
+    if kind in ("nccl", "nccl-dev"):
+        return _nccl_payload(entry, dev=kind == "nccl-dev")
+    if kind == "dcgm":
+        unit = ("[Unit]\nDescription=NVIDIA DCGM service\n\n[Service]\nType=simple\n"
                 "ExecStart=/usr/bin/nv-hostengine -n --service-account nvidia-dcgm\n\n"
-                "[Install]\nWantedBy=multi-user.target\n", 0o644),
-        },
-    )
+                "[Install]\nWantedBy=multi-user.target\n")
+        # dcgmi is the stand-in that replays real `dcgmi diag` captures, told the package's version.
+        dcgmi = f"#!/bin/sh\nGPUFLEET_SIM_DCGM_VERSION='{up}' exec /usr/bin/python3 /usr/lib/gpufleet-sim/standins/dcgmi \"$@\"\n"
+        return ({"/usr/bin/dcgmi": (dcgmi, 0o755),
+                 "/usr/bin/nv-hostengine": ("#!/bin/sh\nexec sleep infinity\n", 0o755),
+                 "/lib/systemd/system/nvidia-dcgm.service": (unit, 0o644)}, {}, "", "")
+    raise ValueError(f"{entry.name}: no stand-in for payload kind {kind!r}")
 
 
-def build_keyring_package(out: Path, keyring: bytes, repo_url: str) -> Path:
-    """cuda-keyring for one cluster: the test key and a source pointing at its repository."""
+def _fabricmanager_payload(upstream: str):
+    script = (
+        "#!/bin/sh\n"
+        f"FM_VERSION={upstream}\n"
+        'case "$1" in -v|--version) echo "Fabric Manager version is : $FM_VERSION"; exit 0;; esac\n'
+        f"DRV=$(cut -d' ' -f1 {KERNEL_MODULE} 2>/dev/null || echo none)\n"
+        'if [ "$DRV" != "$FM_VERSION" ]; then\n'
+        '  echo "fabric manager NVIDIA GPU driver interface version $FM_VERSION don\'t match with driver version $DRV. '
+        'Please update with matching NVIDIA driver package." >&2\n  exit 1\nfi\n'
+        # Forks like the real daemon (Type=forking), so a version mismatch fails `systemctl start`
+        # itself instead of a moment after it.
+        "mkdir -p /run/nvidia-fabricmanager\n"
+        "sleep infinity </dev/null >/dev/null 2>&1 &\n"
+        "echo $! > /run/nvidia-fabricmanager/nv-fabricmanager.pid\n")
+    files = {
+        "/usr/bin/nv-fabricmanager": (script, 0o755),
+        "/usr/share/nvidia/nvswitch/fabricmanager.cfg": ("LOG_LEVEL=4\n", 0o644),
+        "/lib/systemd/system/nvidia-fabricmanager.service": (
+            "[Unit]\nDescription=NVIDIA fabric manager service\n\n[Service]\nType=forking\n"
+            "PIDFile=/run/nvidia-fabricmanager/nv-fabricmanager.pid\n"
+            "ExecStart=/usr/bin/nv-fabricmanager -c /usr/share/nvidia/nvswitch/fabricmanager.cfg\n\n"
+            "[Install]\nWantedBy=multi-user.target\n", 0o644),
+    }
+    postinst = ("deb-systemd-helper enable nvidia-fabricmanager.service >/dev/null || true\n"
+                "if [ -d /run/systemd/system ]; then systemctl --system daemon-reload >/dev/null || true; fi\n")
+    return files, {}, postinst, _systemd_prerm("nvidia-fabricmanager.service")
+
+
+def _toolkit_payload(p: dict):
+    cuda = p["cuda"]
+    prefix = f"/usr/local/cuda-{cuda}"
+    lines = ["nvcc: NVIDIA (R) Cuda compiler driver", f"Copyright (c) {p['copyright']} NVIDIA Corporation"]
+    if p.get("built_on"):
+        lines.append(f"Built on {p['built_on']}")
+    lines.append(f"Cuda compilation tools, release {cuda}, V{p['nvcc_release']}")
+    if p.get("build"):
+        lines.append(f"Build {p['build']}")
+    nvcc = "#!/bin/sh\ncat <<'END'\n" + "\n".join(lines) + "\nEND\n"
+    version_json = ('{\n   "cuda" : {\n      "name" : "CUDA SDK",\n      "version" : "%s"\n   },\n'
+                    '   "cuda_nvcc" : {\n      "name" : "CUDA NVCC",\n      "version" : "%s"\n   }\n}\n'
+                    % (p["toolkit_version"], p["nvcc_release"]))
+    priority = int(cuda.replace(".", ""))
+    return ({f"{prefix}/bin/nvcc": (nvcc, 0o755), f"{prefix}/version.json": (version_json, 0o644)}, {},
+            f"update-alternatives --install /usr/local/cuda cuda {prefix} {priority}\n",
+            f'if [ "$1" = remove ]; then update-alternatives --remove cuda {prefix}; fi\n')
+
+
+def _nccl_payload(entry: Entry, dev: bool):
+    upstream = entry.upstream
+    cuda = entry.version.split("+cuda")[-1]
+    if not dev:
+        lib = f"/usr/lib/x86_64-linux-gnu/libnccl.so.{upstream}"
+        return ({lib: (f"NCCL {upstream} built for CUDA {cuda} (stand-in)\n", 0o644)},
+                {"/usr/lib/x86_64-linux-gnu/libnccl.so.2": f"libnccl.so.{upstream}"}, "", "")
+    major, minor, patch = upstream.split(".")
+    header = (f"#define NCCL_MAJOR {major}\n#define NCCL_MINOR {minor}\n#define NCCL_PATCH {patch}\n"
+              '#define NCCL_SUFFIX ""\n'
+              f"#define NCCL_VERSION_CODE {int(major) * 10000 + int(minor) * 100 + int(patch)}\n")
+    return ({"/usr/include/nccl.h": (header, 0o644)},
+            {"/usr/lib/x86_64-linux-gnu/libnccl.so": "libnccl.so.2"}, "", "")
+
+
+def build_entry(out: Path, entry: Entry) -> Path:
+    payload = dict(entry.payload)
+    if payload["kind"] == "toolkit":
+        payload["toolkit_version"] = entry.upstream
+        entry = Entry(**{**entry.__dict__, "payload": payload})
+    files, symlinks, postinst, prerm = payload_files(entry)
+    note = f" [unverified: {entry.unverified}]" if entry.unverified else ""
+    return build_deb(out, entry.name, entry.version, depends=_relation(entry.depends),
+                     provides=_relation(entry.provides), conflicts=_relation(entry.conflicts),
+                     replaces=_relation(entry.replaces),
+                     description=f"{entry.name} (sources: {', '.join(entry.source)}){note}",
+                     files=files, symlinks=symlinks, postinst=postinst, prerm=prerm)
+
+
+def build_manifest_debs(manifest: Manifest, out: Path) -> list[Path]:
+    out.mkdir(parents=True, exist_ok=True)
+    return [build_entry(out, entry) for entry in manifest.entries]
+
+
+def build_keyring_package(out: Path, keyring: bytes, repo_url: str, manifest: Manifest) -> Path:
+    """cuda-keyring for one cluster and repository: the test key and a source line for it."""
+    k = manifest.keyring
     return build_deb(
-        out, "cuda-keyring", KEYRING_VERSION, arch="all", section="misc",
-        description="GPG keyring for the CUDA repository",
+        out, k["name"], str(k["version"]), arch="all", section="misc",
+        description=f"GPG keyring for the CUDA repository (sources: {', '.join(k['source'])})",
         files={
-            "/usr/share/keyrings/cuda-archive-keyring.gpg": (keyring, 0o644),
-            "/etc/apt/sources.list.d/cuda-debian12-x86_64.list": (
-                f"deb [signed-by=/usr/share/keyrings/cuda-archive-keyring.gpg] {repo_url}/debian12/x86_64/ /\n",
-                0o644),
+            KEYRING: (keyring, 0o644),
+            k["list_file"]: (f"deb [signed-by={KEYRING}] {repo_url}/{manifest.repository}/x86_64/ /\n", 0o644),
         },
     )
 
@@ -245,10 +227,3 @@ def build_headers_package(out: Path, kernel_release: str) -> Path:
             f"# stand-in headers for {kernel_release}\nKERNELRELEASE = {kernel_release}\n", 0o644)},
         symlinks={f"/lib/modules/{kernel_release}/build": f"/usr/src/linux-headers-{kernel_release}"},
     )
-
-
-def build_all_standins(out: Path) -> None:
-    out.mkdir(parents=True, exist_ok=True)
-    build_driver_packages(out)
-    build_cuda_packages(out)
-    build_dcgm_package(out)

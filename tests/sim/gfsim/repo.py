@@ -1,13 +1,17 @@
-"""Signing key, the local Debian mirror, the per-cluster CUDA repository and its HTTP server.
+"""Signing key, the local Debian mirror, the per-cluster CUDA repositories and their HTTP server.
 
 Layout served on http://<bridge-ip>:<port>/ (one server per cluster, bound to
 the bridge address only):
-    compute/cuda/repos/debian12/x86_64/   flat repository, like NVIDIA's
-    debian/                               dists/bookworm/main/binary-amd64 mirror
+    compute/cuda/repos/<repository>/x86_64/   flat repositories like NVIDIA's, one per manifest
+                                              (debian12, ubuntu2204), built from tests/sim/manifests
+    debian/                                   dists/bookworm/main/binary-amd64 mirror
+    ubuntu/                                   the same Debian packages under dists/jammy (Ubuntu
+                                              nodes' inbox packages: there is no Ubuntu archive here)
 """
 
 from __future__ import annotations
 
+import hashlib
 import os
 import platform
 import shutil
@@ -15,13 +19,24 @@ import subprocess
 import sys
 from pathlib import Path
 
-from . import image, packages, util
+from . import image, manifest as manifest_lib, packages, util
 from .util import CACHE_ROOT, DEBIAN_SUITE, log, run
 
-REPO_VERSION = "3"
+# Bump when what the repositories hold changes, so caches of an older build are not reused.
+REPO_VERSION = "4"
 GNUPGHOME = CACHE_ROOT / "gnupg"
 KEY_DIR = CACHE_ROOT / "keys"
-STANDIN_DEBS = CACHE_ROOT / f"standin-debs-v{REPO_VERSION}"
+
+
+def _standin_digest() -> str:
+    """The built packages follow the manifests and the builder: a change to either is a new cache."""
+    h = hashlib.sha256()
+    for path in sorted(manifest_lib.MANIFEST_DIR.glob("*.yml")) + [Path(packages.__file__), Path(manifest_lib.__file__)]:
+        h.update(path.name.encode() + b"\0" + path.read_bytes())
+    return h.hexdigest()[:12]
+
+
+STANDIN_DEBS = CACHE_ROOT / f"standin-debs-v{REPO_VERSION}-{_standin_digest()}"
 DEBIAN_MIRROR = CACHE_ROOT / f"debian-mirror-v{REPO_VERSION}"
 HTTP_PORT = 8765
 CUDA_REPO_SUBDIR = "compute/cuda/repos"
@@ -32,7 +47,10 @@ MIRROR_PACKAGES = [
     "rdma-core", "infiniband-diags", "ibverbs-utils", "perftest", "dkms", "initramfs-tools",
     "python3-venv", "python3-pip", "pciutils", "mokutil", "numactl", "ethtool", "kmod", "gnupg",
     "python3-apt", "iproute2", "procps",
+    # nvidia-fabricmanager-<branch> Depends on it (NVIDIA's control file; see the manifests).
+    "systemd-coredump",
 ]
+UBUNTU_SUITE = "jammy"
 
 
 def gpg(home: Path, *args: str, capture=True, input=None) -> subprocess.CompletedProcess:
@@ -111,8 +129,9 @@ def ensure_standin_debs() -> Path:
             return STANDIN_DEBS
         staging = STANDIN_DEBS.with_name(STANDIN_DEBS.name + ".building")
         shutil.rmtree(staging, ignore_errors=True)
-        log("building the stand-in NVIDIA packages (once)")
-        packages.build_all_standins(staging)
+        log("building the stand-in NVIDIA packages from the manifests (once)")
+        for name, manifest in manifest_lib.load_all().items():
+            packages.build_manifest_debs(manifest, staging / name)
         (staging / ".gpufleet-complete").write_text("ok\n")
         os.rename(staging, STANDIN_DEBS)
     return STANDIN_DEBS
@@ -147,22 +166,25 @@ def ensure_debian_mirror(rootfs: Path, fpr: str) -> Path:
         image.nspawn_run_rw(rootfs, script, bind=[(pool, "/out")])
         kernel = platform.release()
         packages.build_headers_package(pool, kernel)
-        dist = staging / "dists" / DEBIAN_SUITE
-        binary = dist / "main/binary-amd64"
-        binary.mkdir(parents=True)
         packages_text = run(["apt-ftparchive", "packages", "pool"], cwd=staging, capture=True).stdout
-        (binary / "Packages").write_text(packages_text)
-        run(["gzip", "-9kf", "Packages"], cwd=binary)
-        release = run(["apt-ftparchive",
-                       "-o", "APT::FTPArchive::Release::Origin=Debian",
-                       "-o", "APT::FTPArchive::Release::Label=gpufleet-sim Debian mirror",
-                       "-o", f"APT::FTPArchive::Release::Suite={DEBIAN_SUITE}",
-                       "-o", f"APT::FTPArchive::Release::Codename={DEBIAN_SUITE}",
-                       "-o", "APT::FTPArchive::Release::Components=main",
-                       "-o", "APT::FTPArchive::Release::Architectures=amd64",
-                       "release", "."], cwd=dist, capture=True).stdout
-        (dist / "Release").write_text(release)
-        sign_release(dist, GNUPGHOME, fpr)
+        # Debian nodes read it as bookworm; Ubuntu 22.04 nodes as jammy (the same Debian packages:
+        # no Ubuntu archive is reachable here, see docs/simulated-cluster.md).
+        for suite, origin in ((DEBIAN_SUITE, "Debian"), (UBUNTU_SUITE, "gpufleet-sim (Debian 12 packages)")):
+            dist = staging / "dists" / suite
+            binary = dist / "main/binary-amd64"
+            binary.mkdir(parents=True)
+            (binary / "Packages").write_text(packages_text)
+            run(["gzip", "-9kf", "Packages"], cwd=binary)
+            release = run(["apt-ftparchive",
+                           "-o", f"APT::FTPArchive::Release::Origin={origin}",
+                           "-o", f"APT::FTPArchive::Release::Label=gpufleet-sim mirror ({suite})",
+                           "-o", f"APT::FTPArchive::Release::Suite={suite}",
+                           "-o", f"APT::FTPArchive::Release::Codename={suite}",
+                           "-o", "APT::FTPArchive::Release::Components=main",
+                           "-o", "APT::FTPArchive::Release::Architectures=amd64",
+                           "release", "."], cwd=dist, capture=True).stdout
+            (dist / "Release").write_text(release)
+            sign_release(dist, GNUPGHOME, fpr)
         (staging / ".gpufleet-complete").write_text("ok\n")
         os.rename(staging, DEBIAN_MIRROR)
     return DEBIAN_MIRROR
@@ -172,24 +194,30 @@ def key_short_id(fpr: str) -> str:
     return fpr[-8:].lower()
 
 
-def build_cluster_repo(www: Path, repo_url: str, fpr: str) -> Path:
-    """The per-cluster flat CUDA repository: cached debs linked in, cuda-keyring
-    built for this cluster's URL, indexed and signed."""
-    flat = www / CUDA_REPO_SUBDIR / "debian12/x86_64"
-    if flat.exists():
-        shutil.rmtree(flat)
-    flat.mkdir(parents=True)
-    for deb in ensure_standin_debs().glob("*.deb"):
-        os.link(deb, flat / deb.name)
+def build_cluster_repo(www: Path, repo_url: str, fpr: str) -> dict[str, Path]:
+    """The per-cluster flat CUDA repositories, one per manifest, at NVIDIA's layout
+    (compute/cuda/repos/<repository>/x86_64/): cached debs linked in, cuda-keyring built for this
+    cluster's URL, indexed and signed. Returns repository name -> directory."""
+    debs = ensure_standin_debs()
     keyring = (KEY_DIR / "archive-keyring.gpg").read_bytes()
-    packages.build_keyring_package(flat, keyring, repo_url)
-    shutil.copy(KEY_DIR / "archive-key.asc", flat / f"{key_short_id(fpr)}.pub")
-    index_flat_repo(flat, GNUPGHOME, fpr, origin="gpufleet-sim CUDA")
-    mirror_link = www / "debian"
-    if mirror_link.is_symlink() or mirror_link.exists():
-        mirror_link.unlink()
-    mirror_link.symlink_to(DEBIAN_MIRROR)
-    return flat
+    flats = {}
+    for name, manifest in manifest_lib.load_all().items():
+        flat = www / manifest.path
+        if flat.exists():
+            shutil.rmtree(flat)
+        flat.mkdir(parents=True)
+        for deb in (debs / name).glob("*.deb"):
+            os.link(deb, flat / deb.name)
+        packages.build_keyring_package(flat, keyring, repo_url, manifest)
+        shutil.copy(KEY_DIR / "archive-key.asc", flat / f"{key_short_id(fpr)}.pub")
+        index_flat_repo(flat, GNUPGHOME, fpr, origin="gpufleet-sim CUDA")
+        flats[name] = flat
+    for link_name in ("debian", "ubuntu"):
+        mirror_link = www / link_name
+        if mirror_link.is_symlink() or mirror_link.exists():
+            mirror_link.unlink()
+        mirror_link.symlink_to(DEBIAN_MIRROR)
+    return flats
 
 
 def resign_flat_repo(flat: Path, home: Path) -> str:

@@ -18,7 +18,7 @@ STANDINS_DIR = SIM_DIR / "standins"
 STATE_ROOT = REPO_ROOT / ".sim"                            # per-cluster state (gitignored)
 # The cache lives outside the clone so a second clone starts warm.
 CACHE_ROOT = Path(os.environ.get("GPUFLEET_SIM_CACHE", "/var/cache/gpufleet-sim"))
-FIXTURES_DIR = Path(os.environ.get("GPUFLEET_FIXTURES", REPO_ROOT.parent / "shared" / "fixtures"))
+FIXTURES_DIR = Path(os.environ.get("GPUFLEET_FIXTURES", REPO_ROOT / "tests" / "fixtures"))
 DEBIAN_SUITE = "bookworm"
 
 VERBOSE = bool(os.environ.get("GPUFLEET_SIM_VERBOSE"))

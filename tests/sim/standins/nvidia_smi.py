@@ -2,10 +2,16 @@
 """Stand-in nvidia-smi for simulated nodes: replays the node's real capture.
 
 The capture (text or XML, as recorded) is printed with the node's state
-applied: the driver version of the installed driver package and that branch's
+applied: the driver version of the installed kernel module and that branch's
 CUDA version, ECC mode (kept across calls, pending becomes current at boot),
-persistence mode, and the injected faults. Exposed as /usr/bin/nvidia-smi
-only by the stand-in driver package.
+persistence mode, and the injected faults. Exposed as /usr/bin/nvidia-smi by
+the userspace package of the driver (or by the .run-installer preinstall).
+
+What is installed decides what it does, as with the real tool: the userspace
+package writes userspace_version, the kernel-module package of a flavour writes
+kernel_module ("<version> <flavour>"). No module: it cannot talk to the driver.
+Different versions: NVML refuses (driver/library version mismatch). A GPU that
+needs the open modules (Blackwell) with the proprietary module: no devices.
 """
 
 from __future__ import annotations
@@ -22,10 +28,17 @@ ETC = Path(os.environ.get("GPUFLEET_SIM_ETC", "/etc/gpufleet-sim"))
 DRIVER_DIR = Path(os.environ.get("GPUFLEET_SIM_DRIVER_DIR", "/usr/lib/gpufleet-sim"))
 RUN_DIR = Path(os.environ.get("GPUFLEET_SIM_RUN", "/run/gpufleet-sim"))
 # The CUDA version a driver branch reports (nvidia-smi's "CUDA Version").
+# 570 -> 12.8: CUDA 12.8.1's installers bundle driver 570.124.06 (tests/sim/manifests, cuda-local-installers).
 BRANCH_CUDA = {"470": "11.4", "510": "11.6", "515": "11.7", "520": "11.8", "525": "12.0",
-               "530": "12.1", "535": "12.2", "545": "12.3", "550": "12.4", "555": "12.5", "560": "12.6"}
+               "530": "12.1", "535": "12.2", "545": "12.3", "550": "12.4", "555": "12.5", "560": "12.6",
+               "570": "12.8"}
 NO_DRIVER = ("NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver. "
              "Make sure that the latest NVIDIA driver is installed and running.\n")
+# As a real node prints it after a userspace upgrade without the new module (cpnr/computing issue 109:
+# "NVML library version: 580.159" under userspace 580.159.x); exit status 18 is NVML's
+# ERROR_LIB_RM_VERSION_MISMATCH.
+MISMATCH = "Failed to initialize NVML: Driver/library version mismatch\nNVML library version: {}\n"
+NO_DEVICES = "No devices were found\n"
 
 
 def load_json(path: Path, default=None):
@@ -43,16 +56,48 @@ def save_json(path: Path, data) -> None:
 
 def node_state():
     config = load_json(ETC / "node.json")
-    if not config or not config.get("gpu_capture"):
+    if not config:
         return None, None
+    if not config.get("gpu_capture"):
+        return config, None
     return config, Path(config["gpu_capture"]).read_text()
 
 
-def driver_version() -> str | None:
+def _read(name: str) -> str | None:
     try:
-        return (DRIVER_DIR / "driver_version").read_text().strip() or None
+        return (DRIVER_DIR / name).read_text().strip() or None
     except OSError:
         return None
+
+
+def kernel_module() -> tuple[str, str] | None:
+    """(version, flavour) of the installed kernel module, or None."""
+    text = _read("kernel_module")
+    if not text or len(text.split()) != 2:
+        return None
+    version, flavour = text.split()
+    return version, flavour
+
+
+def driver_version() -> str | None:
+    module = kernel_module()
+    return module[0] if module else None
+
+
+def driver_problem(config) -> tuple[str, int] | None:
+    """Why the driver cannot answer, as the real nvidia-smi says it, or None."""
+    module = kernel_module()
+    if module is None or config is None:
+        return NO_DRIVER, 9
+    userspace = _read("userspace_version")
+    if userspace != module[0]:
+        return MISMATCH.format(".".join((userspace or "").split(".")[:2])), 18
+    if config.get("requires_open_modules") and module[1] != "open":
+        return NO_DEVICES, 6
+    if not config.get("gpu_capture"):
+        return (f"gpufleet-sim: profile {config['profile']} has no nvidia-smi capture (PCI ids only); "
+                "the driver stand-in cannot answer for its GPUs\n"), 2
+    return None
 
 
 def persistence() -> str:
@@ -107,9 +152,10 @@ def main(args: list[str]) -> int:
     if args[:1] == ["--gpufleet-sim-boot"]:
         return boot()
     config, text = node_state()
-    if driver_version() is None or config is None:
-        sys.stdout.write(NO_DRIVER)
-        return 9
+    problem = driver_problem(config)
+    if problem is not None:
+        sys.stdout.write(problem[0])
+        return problem[1]
     out = rendered(config, text)
     index = option_value(args, "-i", "--id")
     if args[:1] == ["topo"]:

@@ -5,6 +5,10 @@ node exists here, so these tests load the roles the way Ansible does (defaults, 
 fact set, most specific last), render every module argument of the RHEL task files against a
 Rocky/RHEL fact set and the registered results those tasks would see, and check that each module
 exists and accepts every argument it is given.
+
+The driver decision (tasks/decide.yml, shared by apt and dnf) is rendered the same way from the outputs the
+detection commands would give (dpkg -S / rpm -qf owners of nvidia-smi, dpkg-query / rpm -q): keep, install,
+upgrade below the plan's floor, flavour switch, branch replace, and the .run driver that is reported, not overlaid.
 """
 
 from __future__ import annotations
@@ -12,6 +16,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+import yaml
 from ansible.parsing.dataloader import DataLoader
 from ansible.plugins.loader import fragment_loader, init_plugin_loader, module_loader
 from ansible.template import Templar, trust_as_template
@@ -77,6 +82,13 @@ def render(templar: Templar, value, task_vars: dict | None = None):
 
 
 def module_options(fqcn: str) -> set[str]:
+    if fqcn.startswith("gpufleet.cluster."):
+        # Our own modules: their DOCUMENTATION, read from the file (no collection finder needed).
+        path = ROLES_DIR.parent / "plugins" / "modules" / (fqcn.split(".")[-1] + ".py")
+        assert path.is_file(), f"module {fqcn} does not exist"
+        text = path.read_text()
+        doc = yaml.safe_load(text.split('DOCUMENTATION = r"""', 1)[1].split('"""', 1)[0])
+        return set(doc.get("options", {}))
     ctx = module_loader.find_plugin_with_context(fqcn)
     assert ctx.resolved, f"module {fqcn} does not exist"
     doc = get_docstring(ctx.plugin_resolved_path, fragment_loader=fragment_loader)[0]
@@ -97,13 +109,13 @@ def test_every_module_in_the_rhel_path_exists_and_accepts_its_arguments(role):
             module = module_of(task)
             if module is None:
                 continue
-            assert module.startswith("ansible.builtin."), f"{path.name}: {task['name']}: {module} is not FQCN builtin"
+            assert module.startswith(("ansible.builtin.", "gpufleet.cluster.")), f"{path.name}: {task['name']}: {module} is not FQCN"
             if path.name == "install_RedHat.yml":
                 assert module not in {"ansible.builtin.apt", "ansible.builtin.dpkg_selections", "ansible.builtin.apt_repository",
                                       "ansible.builtin.deb822_repository"}, f"{task['name']} uses {module} on the dnf path"
             args = task[module]
             if not isinstance(args, dict):
-                assert module in FREE_FORM or module.endswith(("include_tasks", "include_vars")), task["name"]
+                assert module in FREE_FORM or module.endswith(("include_tasks", "include_vars", ".meta")), task["name"]
                 continue
             if module == "ansible.builtin.set_fact":
                 continue
@@ -115,15 +127,19 @@ def test_every_module_in_the_rhel_path_exists_and_accepts_its_arguments(role):
         assert "ansible.builtin.dnf" in seen
 
 
+PLAN_DNF = {"nvidia_driver_branch": "535", "nvidia_driver_min_version": "535.104.05", "nvidia_driver_version": "535.183.01",
+            "nvidia_driver_packages": ["@nvidia-driver:535-open"], "nvidia_driver_fabricmanager_packages": ["nvidia-fabric-manager"],
+            "nvidia_driver_flavour_packages": {"open": ["@nvidia-driver:535-open"], "proprietary": ["@nvidia-driver:535-dkms"]},
+            "nvidia_driver_fabricmanager": True}
+
+
 @pytest.mark.parametrize("facts_name", sorted(FACTS))
 def test_driver_repository_and_packages_render_for_rhel(facts_name):
     facts = FACTS[facts_name]
-    variables = role_vars("nvidia_driver", facts, nvidia_driver_rpm_key_fingerprint=FPR, nvidia_driver_fabricmanager=True,
-                          nvidia_driver_branch="535", nvidia_driver_min_version="535.54.03")
-    target = {"package": "nvidia-driver", "version": "3:535.183.01-1.el9", "upstream": "535.183.01"}
-    variables.update({"__nvidia_driver_target": target, "__nvidia_driver_action": "install", "__nvidia_driver_old_fm": [],
-                      "__nvidia_driver_current": None, "__nvidia_driver_repo": {"changed": False},
-                      "__nvidia_driver_install": {"changed": False},
+    variables = role_vars("nvidia_driver", facts, nvidia_driver_rpm_key_fingerprint=FPR, **PLAN_DNF)
+    target = {"upstream": "535.183.01", "packages": {}}
+    variables.update({"__nvidia_driver_target": target, "__nvidia_driver_action": "install",
+                      "__nvidia_driver_current": None, "__nvidia_driver_install": {"changed": False},
                       "__nvidia_driver_locks": {"stdout": "nvidia-driver-3:535.183.01-1.el9.*\n"}})
     templar = Templar(loader=LOADER, variables=variables)
     tasks = {t["name"]: t for t in walk(load(ROLES_DIR / "nvidia_driver/tasks/install_RedHat.yml")) if "name" in t}
@@ -134,14 +150,20 @@ def test_driver_repository_and_packages_render_for_rhel(facts_name):
     repo = render(templar, tasks["Write the CUDA repository definition"]["ansible.builtin.yum_repository"])
     assert repo["baseurl"] == base + "/"
     assert repo["gpgcheck"] is True
-    assert repo["gpgkey"] == base + "/D42D0685.pub"
+    # dnf trusts the file the key check accepted, never the URL.
+    assert repo["gpgkey"] == "file:///etc/pki/rpm-gpg/RPM-GPG-KEY-gpufleet-cuda"
     assert repo["name"] == f"cuda-rhel{major}-{arch}"
+    assert render(templar, trust_as_template("{{ __nvidia_driver_key_url }}")) == base + "/D42D0685.pub"
 
-    key = render(templar, tasks["Import the repository signing key after checking its fingerprint"]["ansible.builtin.rpm_key"])
-    assert key == {"key": base + "/D42D0685.pub", "fingerprint": FPR, "state": "present"}
+    key = render(templar, tasks["Import the verified key into rpm's keyring"]["ansible.builtin.rpm_key"])
+    assert key == {"key": "/etc/pki/rpm-gpg/RPM-GPG-KEY-gpufleet-cuda", "fingerprint": FPR, "state": "present"}
 
     stream = render(templar, tasks["Enable the driver's module stream"]["ansible.builtin.command"])
     assert stream["argv"] == ["dnf", "module", "enable", "-y", "nvidia-driver:535-open"]
+    assert render(templar, trust_as_template("{{ __nvidia_driver_stream_requests }}")) == [{"name": "@nvidia-driver:535-open"}]
+    requests = render(templar, trust_as_template("{{ __nvidia_driver_requests }}"))
+    assert {"name": "nvidia-fabric-manager", "version": "535.183.01", "match": "upstream"} in requests
+    assert {"name": "kmod-nvidia-open-dkms", "version": "535.183.01", "match": "upstream"} in requests
 
     install = tasks["Install the driver and fabric manager at their exact versions"]
     names = render(templar, install["vars"]["__nvidia_driver_rpm_names"])
@@ -160,66 +182,133 @@ def test_driver_repository_and_packages_render_for_rhel(facts_name):
         "dnf", "versionlock", "add", "nvidia-driver-cuda-535.183.01"]
 
 
-def test_proprietary_modules_pick_the_dkms_stream_and_kmod():
-    variables = role_vars("nvidia_driver", FACTS["rocky9"], nvidia_driver_kernel_modules="proprietary", nvidia_driver_branch="550")
+def test_the_plans_module_stream_names_the_flavour():
+    variables = role_vars("nvidia_driver", FACTS["rocky9"], nvidia_driver_kernel_modules="proprietary", nvidia_driver_branch="550",
+                          nvidia_driver_packages=["@nvidia-driver:550-dkms"])
     templar = Templar(loader=LOADER, variables=variables)
     assert render(templar, trust_as_template("{{ __nvidia_driver_module_stream }}")) == "nvidia-driver:550-dkms"
     assert "kmod-nvidia-latest-dkms" in render(templar, trust_as_template("{{ __nvidia_driver_rpm_packages }}"))
 
 
-def _collect_and_decide(rpm_stdout: str, repoquery: list[str], **extra):
-    variables = role_vars("nvidia_driver", FACTS["rocky9"], nvidia_driver_branch="535",
-                          nvidia_driver_min_version="535.54.03", **extra)
-    variables["__nvidia_driver_rpm"] = {"stdout_lines": rpm_stdout.splitlines()}
-    variables["__nvidia_driver_repoquery"] = {"stdout_lines": repoquery}
+def _decide(facts_name: str, *, files: str, owners: str, query: str, smi: str = "", repo_ok: bool = True, **extra):
+    """Detection (the family's task file) then decide.yml, rendered with the given command outputs."""
+    facts = APT_FACTS if facts_name == UBUNTU else FACTS[facts_name]
+    family = facts["os_family"]
+    variables = role_vars("nvidia_driver", facts, **{**(PLAN_DNF if family == "RedHat" else PLAN_APT), **extra})
+    variables.update({"__nvidia_driver_files": {"stdout_lines": files.splitlines()},
+                      "__nvidia_driver_owners": {"stdout_lines": owners.splitlines()},
+                      "__nvidia_driver_dpkg": {"stdout_lines": query.splitlines()},
+                      "__nvidia_driver_smi_version": {"stdout_lines": smi.splitlines()},
+                      "__nvidia_driver_state_raw": {"failed": True},
+                      "__nvidia_driver_repo": {"ok": repo_ok, "message": "x is not in the repository", "resolved": {}}})
+    detect = ROLES_DIR / "nvidia_driver/tasks" / ("install_RedHat.yml" if family == "RedHat" else "detect_Debian.yml")
+    steps = {t["name"]: t for t in walk(load(detect)) if "name" in t}
+    for name in ("Collect the installed packages", "Describe the installed driver"):
+        templar = Templar(loader=LOADER, variables=variables)
+        variables.update(render(templar, steps[name]["ansible.builtin.set_fact"]))
+    decide = {t["name"]: t for t in load(ROLES_DIR / "nvidia_driver/tasks/decide.yml")}
     templar = Templar(loader=LOADER, variables=variables)
-    collect = next(t for t in walk(load(ROLES_DIR / "nvidia_driver/tasks/install_RedHat.yml"))
-                   if t.get("name") == "Collect what is installed and what the repository offers")
-    facts = render(templar, collect["ansible.builtin.set_fact"], collect["vars"])
-    variables.update(facts)
+    variables.update(render(templar, decide["Compute the decision"]["ansible.builtin.set_fact"]))
     templar = Templar(loader=LOADER, variables=variables)
-    decide = load(ROLES_DIR / "nvidia_driver/tasks/decide.yml")
-    computed = render(templar, decide[0]["ansible.builtin.set_fact"])
-    variables.update(computed)
-    templar = Templar(loader=LOADER, variables=variables)
-    record = render(templar, decide[3]["ansible.builtin.set_fact"])
-    stop = decide[1]
-    stops = all(render(templar, trust_as_template("{{ " + cond + " }}")) for cond in stop["when"])
-    return facts, record, stops
+    stops = [name for name, task in decide.items() if "ansible.builtin.fail" in task
+             and all(render(templar, trust_as_template("{{ " + c + " }}"))
+                     for c in (task["when"] if isinstance(task["when"], list) else [task["when"]]))]
+    messages = {name: render(templar, decide[name]["ansible.builtin.fail"]["msg"]) for name in stops}
+    return variables["__nvidia_driver_current"], variables["__nvidia_driver_action"], messages
 
 
-REPOQUERY = ["3:525.147.05-1.el9", "3:535.104.05-1.el9", "3:535.183.01-1.el9", "3:550.127.05-1.el9"]
-RPM_NOT_INSTALLED = ("package nvidia-driver is not installed\npackage kmod-nvidia-open-dkms is not installed\n"
-                     "package kmod-nvidia-latest-dkms is not installed\npackage nvidia-fabric-manager is not installed\n")
+PLAN_APT = {"nvidia_driver_branch": "535", "nvidia_driver_min_version": "535.104.05", "nvidia_driver_version": "535.183.01",
+            "nvidia_driver_packages": ["nvidia-kernel-open-535", "cuda-drivers-535"],
+            "nvidia_driver_fabricmanager_packages": ["nvidia-fabricmanager-535"],
+            "nvidia_driver_flavour_packages": {"open": ["nvidia-kernel-open-535", "cuda-drivers-535"],
+                                               "proprietary": ["cuda-drivers-535"]},
+            "nvidia_driver_flavour_switch": [{"action": "remove", "packages": ["nvidia-kernel-source-535"]},
+                                             {"action": "install", "packages": ["nvidia-kernel-open-535", "cuda-drivers-535"]}]}
+UBUNTU = "ubuntu2204"
+APT_FACTS = {"distribution": "Ubuntu", "distribution_version": "22.04", "distribution_major_version": "22",
+             "os_family": "Debian", "architecture": "x86_64", "kernel": "5.15.0-91-generic"}
+SMI = "/usr/bin/nvidia-smi\n"
+OWNED = "nvidia-utils-535: /usr/bin/nvidia-smi\n"
 
 
-def test_rhel_fresh_node_installs_the_newest_in_the_branch():
-    facts, record, stops = _collect_and_decide(RPM_NOT_INSTALLED, REPOQUERY)
-    assert facts["__nvidia_driver_current"] is None
-    assert record["__nvidia_driver_action"] == "install"
-    assert record["__nvidia_driver_target"] == {"package": "nvidia-driver", "version": "3:535.183.01-1.el9",
-                                                "upstream": "535.183.01"}
-    assert not stops
+def test_fresh_node_installs():
+    current, action, stops = _decide(UBUNTU, files="", owners="", query="")
+    assert current is None and action == "install" and not stops
 
 
-def test_rhel_satisfying_driver_is_kept():
-    rpm = ("nvidia-driver 3:535.104.05-1.el9 535.104.05\nkmod-nvidia-latest-dkms 3:535.104.05-1.el9 535.104.05\n"
-           "package kmod-nvidia-open-dkms is not installed\n")
-    facts, record, stops = _collect_and_decide(rpm, REPOQUERY)
-    assert facts["__nvidia_driver_current"]["flavor"] == "proprietary"
-    assert record["__nvidia_driver_action"] == "keep"
-    assert record["__nvidia_driver_target"]["upstream"] == "535.104.05"
-    assert not stops
+def test_driver_found_by_what_owns_nvidia_smi_is_kept_when_it_meets_the_floor():
+    query = ("nvidia-utils-535 535.104.05-0ubuntu1 ii\nnvidia-kernel-open-535 535.104.05-0ubuntu1 hi\n"
+             "cuda-drivers-535 535.104.05-1 hi\nnvidia-fabricmanager-535 535.104.05-1 hi\n")
+    current, action, stops = _decide(UBUNTU, files=SMI, owners=OWNED, query=query)
+    assert current == {"kind": "package", "package": "nvidia-utils-535", "version": "535.104.05-0ubuntu1",
+                       "upstream": "535.104.05", "branch": "535", "flavour": "open"}
+    assert action == "keep" and not stops
 
 
-def test_rhel_unsatisfying_driver_stops_unless_replace_is_allowed():
-    rpm = "nvidia-driver 3:525.147.05-1.el9 525.147.05\nkmod-nvidia-open-dkms 3:525.147.05-1.el9 525.147.05\n"
-    _facts, _record, stops = _collect_and_decide(rpm, REPOQUERY)
-    assert stops
-    _facts, record, stops = _collect_and_decide(rpm, REPOQUERY, nvidia_driver_allow_replace=True)
-    assert not stops
-    assert record["__nvidia_driver_action"] == "replace"
-    assert record["__nvidia_driver_target"]["upstream"] == "535.183.01"
+def test_older_535_is_upgraded_without_asking():
+    query = ("nvidia-utils-535 535.54.03-0ubuntu1 ii\nnvidia-kernel-open-535 535.54.03-0ubuntu1 hi\n"
+             "cuda-drivers-535 535.54.03-1 ii\nnvidia-fabricmanager-535 535.54.03-1 ii\n")
+    _current, action, stops = _decide(UBUNTU, files=SMI, owners=OWNED, query=query)
+    assert action == "upgrade" and not stops
+
+
+def test_missing_fabric_manager_is_not_kept():
+    query = "nvidia-utils-535 535.183.01-0ubuntu1 ii\nnvidia-kernel-open-535 535.183.01-0ubuntu1 ii\ncuda-drivers-535 535.183.01-1 ii\n"
+    _current, action, _stops = _decide(UBUNTU, files=SMI, owners=OWNED, query=query)
+    assert action == "upgrade"
+
+
+def test_proprietary_to_open_is_a_switch_that_needs_permission():
+    query = "nvidia-utils-535 535.183.01-0ubuntu1 ii\ncuda-drivers-535 535.183.01-1 hi\nnvidia-fabricmanager-535 535.183.01-1 hi\n"
+    current, action, stops = _decide(UBUNTU, files=SMI, owners=OWNED, query=query)
+    assert current["flavour"] == "proprietary" and action == "switch"
+    assert list(stops) == ["Stop when an installed driver would have to be replaced and that is not allowed"]
+    assert "switch the flavour as NVIDIA documents it" in stops[list(stops)[0]]
+    _current, action, stops = _decide(UBUNTU, files=SMI, owners=OWNED, query=query, nvidia_driver_allow_replace=True)
+    assert action == "switch" and not stops
+    _current, _action, stops = _decide(UBUNTU, files=SMI, owners=OWNED, query=query, nvidia_driver_allow_replace=True,
+                                       nvidia_driver_flavour_switch=[])
+    assert list(stops) == ["Stop on a flavour switch NVIDIA documents no steps for"]
+
+
+def test_other_branch_is_replaced_only_when_allowed():
+    query = "nvidia-utils-570 570.133.20-0ubuntu1 ii\n"
+    owners = "nvidia-utils-570: /usr/bin/nvidia-smi\n"
+    _current, action, stops = _decide(UBUNTU, files=SMI, owners=owners, query=query)
+    assert action == "replace" and "replace it with nvidia-kernel-open-535 cuda-drivers-535 535.183.01" in " ".join(stops.values())
+    _current, action, stops = _decide(UBUNTU, files=SMI, owners=owners, query=query, nvidia_driver_allow_replace=True)
+    assert action == "replace" and not stops
+
+
+def test_run_file_driver_is_reported_with_the_choice_and_never_overlaid():
+    files = "/usr/bin/nvidia-smi\n/lib/modules/5.15.0-91-generic/kernel/drivers/video/nvidia.ko\n/usr/bin/nvidia-uninstall\n"
+    owners = "dpkg-query: no path found matching pattern /usr/bin/nvidia-smi\n"
+    current, action, stops = _decide(UBUNTU, files=files, owners=owners, query="", smi="535.54.03\n")
+    assert current["kind"] == "unpackaged" and current["upstream"] == "535.54.03"
+    assert current["uninstaller"] == "/usr/bin/nvidia-uninstall"
+    assert action == "refuse-unpackaged"
+    message = stops["Stop on a driver installed with NVIDIA's .run installer"]
+    assert "/usr/bin/nvidia-uninstall" in message and "nvidia_driver_keep_unpackaged: true" in message
+    _current, action, stops = _decide(UBUNTU, files=files, owners=owners, query="", smi="535.54.03\n",
+                                      nvidia_driver_keep_unpackaged=True)
+    assert action == "keep-unpackaged" and not stops
+
+
+def test_a_repository_without_the_plan_stops_the_node_before_anything_moves():
+    _current, action, stops = _decide(UBUNTU, files="", owners="", query="", repo_ok=False)
+    assert action == "install"
+    assert "x is not in the repository. Nothing was installed on this node." in stops[
+        "Stop when the repository does not hold every planned package at the planned version"]
+
+
+def test_rhel_driver_owned_by_rpm_and_flavour_from_its_kmod():
+    owners = "nvidia-driver-cuda: owner\n"
+    query = ("nvidia-driver-cuda 3:535.104.05-1.el9 ii\nkmod-nvidia-latest-dkms 3:535.104.05-1.el9 ii\n"
+             "package kmod-nvidia-open-dkms is not installed\nnvidia-fabric-manager 0:535.104.05-1 ii\n")
+    current, action, stops = _decide("rocky9", files=SMI, owners=owners, query=query)
+    assert current["package"] == "nvidia-driver-cuda" and current["upstream"] == "535.104.05"
+    assert current["flavour"] == "proprietary"
+    assert action == "switch" and stops
 
 
 @pytest.mark.parametrize("facts_name", sorted(FACTS))
@@ -256,3 +345,21 @@ def test_unknown_os_stops_listing_the_supported_ones(role, facts, supported):
         msg = render(templar, fail["ansible.builtin.fail"]["msg"])
         assert "is not supported" in msg
         assert "Ubuntu 20.04, Ubuntu 22.04, Ubuntu 24.04, Debian 12, RedHat 8, RedHat 9, Rocky 8, Rocky 9" in msg
+
+
+def _play_var(name: str, plan: dict):
+    play = load(ROLES_DIR.parent / "playbooks" / "gpu_stack.yml")[0]
+    templar = Templar(loader=LOADER, variables={"gpu_stack_plan": plan, **{k: v for k, v in play["vars"].items() if k != name}})
+    return render(templar, play["vars"][name])
+
+
+@pytest.mark.parametrize("family, nccl, names", [
+    ("apt", ["libnccl2=2.19.3-1+cuda12.2", "libnccl-dev=2.19.3-1+cuda12.2"], ["libnccl2", "libnccl-dev"]),
+    ("dnf", ["libnccl-2.19.3-1+cuda12.2", "libnccl-devel-2.19.3-1+cuda12.2"], ["libnccl", "libnccl-devel"]),
+])
+def test_playbook_asks_the_repository_for_toolkit_and_nccl_too(family, nccl, names):
+    plan = {"package_family": family, "nccl_package_version": "2.19.3-1+cuda12.2",
+            "packages": {"toolkit": ["cuda-toolkit-12-2"], "nccl": nccl, "driver": ["x"]}}
+    assert _play_var("gpu_stack_repo_check", plan) == [
+        {"name": "cuda-toolkit-12-2", "version": "", "match": "any"},
+        *({"name": n, "version": "2.19.3-1+cuda12.2", "match": "exact"} for n in names)]

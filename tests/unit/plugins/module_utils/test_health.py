@@ -29,8 +29,12 @@ from ansible_collections.gpufleet.cluster.plugins.modules import gpu_health_chec
 H100X8 = "nvidia-smi-q/h100-sxm-80gb-hbm3-x8-drv535.183.01-cuda12.2.txt"
 A10_REMAP = "nvidia-smi-q/a10-drv535.129.03-cuda12.2.txt"
 RETIRE_BAD = "nvidia-smi-q/x8-page-retirement-sbe60-dbe5-drv535.86.10-EDITED.txt"
+A100_MIG = "nvidia-smi-xml/a100-sxm4-40gb-mig-drv510.47.03-cuda11.6.xml"
 P100_SBE = "nvidia-smi-xml/tesla-p100-pcie-16gb-drv510.47.03-cuda11.6-ecc-aggregate-sbe3.xml"
 IB8 = "ibstat/h100-cx7-400-ib-x8-plus-bf3-bond-eth-200.txt"
+H100_VM = "nvidia-smi-q/h100-sxm-80gb-hbm3-vm-drv590.48.01-cuda13.1-load.txt"
+V100S_X8 = "nvidia-smi-xml/v100s-pcie-32gb-x8-drv460.73.01-cuda11.2.xml"
+RTX4090 = "nvidia-smi-xml/rtx4090-drv535.86.05-cuda12.2.xml"
 NODES = ("node1", "node2", "node3")
 
 
@@ -50,6 +54,26 @@ def gpu_info_from(rel):
         "pci_devices": [{"bus_id": g["pci_bus_id"], "kind": "gpu"} for g in gpus],
         "missing_from_driver": [],
     }
+
+
+def edited(rel, old, new, gpu=0):
+    """A real capture with the first ``old`` inside GPU ``gpu``'s block replaced by ``new``: the
+    fault these tests are about, typed over a real layout (never a whole output typed by hand)."""
+    text = read(rel)
+    marker = "<gpu id=" if text.lstrip().startswith("<") else "\nGPU 0"
+    start = -1
+    for _gpu in range(gpu + 1):
+        start = text.index(marker, start + 1)
+    at = text.index(old, start)
+    return text[:at] + new + text[at + len(old):]
+
+
+def gpu_info_from_text(text):
+    parsed = parse_nvidia_smi(text)
+    gpus = parsed["gpus"]
+    return {"status": "ok", "driver_version": parsed["driver_version"], "gpus": gpus,
+            "driver_gpu_count": len(gpus), "pci_gpu_count": len(gpus),
+            "pci_devices": [{"bus_id": g["pci_bus_id"], "kind": "gpu"} for g in gpus], "missing_from_driver": []}
 
 
 def rdma_from(rel):
@@ -175,13 +199,15 @@ def test_ecc_enable_lifecycle_disabled_pending_current():
     assert not [f for f in health.check_gpus("n", gpu_info) if f["code"].startswith("ECC")]
 
 
-def test_ecc_unsupported_is_not_an_ecc_failure():
-    gpu_info = gpu_info_from(H100X8)
-    gpu_info["gpus"][0]["ecc_mode"] = {"current": None, "pending": None}
+def test_ecc_unsupported_consumer_gpu_only_warns():
+    """The real RTX 4090 capture (GeForce, no ECC) with its ECC mode edited to N/A."""
+    gpu_info = gpu_info_from_text(edited(RTX4090, "<current_ecc>Disabled</current_ecc>", "<current_ecc>N/A</current_ecc>"))
+    assert gpu_info["gpus"][0]["ecc_mode"]["current"] is None
     assert health.ecc_enable_candidates(gpu_info["gpus"]) == []
     codes = {f["code"]: f["severity"] for f in health.check_gpus("n", gpu_info) if f["gpu_index"] == 0}
-    assert codes.get("ECC_UNSUPPORTED") == "warn"
-    assert not health.check_gpus("n", gpu_info, {"ecc_required": False, "throttle_warn_reasons": []})
+    assert codes.get("ECC_UNSUPPORTED") == "warn" and "ECC_MODE_UNREADABLE" not in codes
+    relaxed = {"ecc_required": False, "throttle_warn_reasons": [], "pcie_check": False}
+    assert not [f for f in health.check_gpus("n", gpu_info, relaxed) if f["code"].startswith("ECC")]
 
 
 # --- every real capture with a memory problem fails, naming bus id, counter and value ---------
@@ -395,3 +421,133 @@ def test_module_returns_findings_and_remediation_candidates(capsys):
 def test_module_rejects_unknown_threshold_keys(capsys):
     out = _run_module(capsys, {"node": "n", "thresholds": {"ecc_corectable_max": 1}})
     assert out["failed"] and "ecc_corectable_max" in out["msg"]
+
+
+# --- unreadable fields and the driver's own verdicts (issue 13) ------------------------------
+
+ECC_CURRENT = "ECC Mode\n        Current                           : Enabled"
+
+
+def _codes(gpu_info, index, options=None):
+    return {f["code"]: f["severity"] for f in health.check_gpus("n", gpu_info, options) if f["gpu_index"] == index}
+
+
+@pytest.mark.parametrize("unreadable", ["[GPU requires reset]", "Unknown Error", "N/A"])
+def test_unreadable_ecc_mode_on_a_data_centre_gpu_fails(unreadable):
+    text = edited(H100X8, ECC_CURRENT, ECC_CURRENT.replace("Enabled", unreadable), gpu=3)
+    gpu_info = gpu_info_from_text(text)
+    codes = _codes(gpu_info, 3)
+    assert codes.get("ECC_MODE_UNREADABLE") == "fail" and "ECC_UNSUPPORTED" not in codes
+    finding = next(f for f in health.check_gpus("n", gpu_info) if f["code"] == "ECC_MODE_UNREADABLE")
+    assert finding["gpu_bus_id"] == gpu_info["gpus"][3]["pci_bus_id"] and "H100" in finding["message"]
+    # not silenced by ecc_required: false, which is about GPUs without ECC
+    assert _codes(gpu_info, 3, {"ecc_required": False}).get("ECC_MODE_UNREADABLE") == "fail"
+
+
+def test_one_unreadable_ecc_counter_fails_although_its_siblings_read_zero():
+    text = edited(H100X8, "DRAM Uncorrectable            : 0", "DRAM Uncorrectable            : Unknown Error", gpu=2)
+    gpu_info = gpu_info_from_text(text)
+    finding = next(f for f in health.check_gpus("n", gpu_info) if f["code"] == "ECC_COUNTERS_UNREADABLE")
+    assert finding["severity"] == "fail" and finding["gpu_index"] == 2
+    assert "volatile.dram_uncorrectable" in finding["value"]
+
+
+def test_unreadable_remapped_rows_fail():
+    pending = edited(H100X8, "Pending                           : No", "Pending                           : Unknown Error", gpu=4)
+    assert _codes(gpu_info_from_text(pending), 4).get("ROW_REMAP_UNREADABLE") == "fail"
+    # Every remap field N/A: the parser returns no section at all, and an H100 must have one.
+    text = read(H100X8)
+    start = text.index("Remapped Rows", text.index("\nGPU 00000000:75"))
+    end = text.index("Bank Remap", start)
+    blank = text[start:end]
+    for label in ("Correctable Error", "Uncorrectable Error", "Pending", "Remapping Failure Occurred"):
+        line = next(ln for ln in blank.splitlines() if ln.strip().startswith(label))
+        blank = blank.replace(line, line.split(":")[0] + ": N/A")
+    gpu_info = gpu_info_from_text(text[:start] + blank + text[end:])
+    assert gpu_info["gpus"][2]["remapped_rows"] is None
+    assert _codes(gpu_info, 2).get("ROW_REMAP_UNREADABLE") == "fail"
+    # A100 under MIG reads remapped rows N/A by design (real capture): not a finding.
+    mig = gpu_info_from(A100_MIG)
+    assert not [f for f in health.check_gpus("n", mig) if f["code"].endswith("UNREADABLE")]
+
+
+@pytest.mark.parametrize("label,code", [("Reset Required", "GPU_RESET_REQUIRED"),
+                                        ("Drain and Reset Recommended", "GPU_DRAIN_AND_RESET_RECOMMENDED")])
+def test_reset_status_yes_fails(label, code):
+    old = label + " " * (34 - len(label)) + ": No"
+    text = edited(H100X8, old, old.replace(": No", ": Yes"), gpu=1)
+    assert _codes(gpu_info_from_text(text), 1).get(code) == "fail"
+
+
+def test_recovery_action_and_unrepairable_memory_fail():
+    action = edited(H100_VM, "GPU Recovery Action                                : None",
+                    "GPU Recovery Action                                : Node Reboot")
+    found = [f for f in health.check_gpus("n", gpu_info_from_text(action)) if f["code"] == "GPU_RECOVERY_ACTION"]
+    assert found and found[0]["severity"] == "fail" and found[0]["value"] == "Node Reboot"
+    memory = edited(H100_VM, "Unrepairable Memory                            : No",
+                    "Unrepairable Memory                            : Yes")
+    assert _codes(gpu_info_from_text(memory), 0).get("UNREPAIRABLE_MEMORY") == "fail"
+    assert "GPU_RECOVERY_ACTION" not in _codes(gpu_info_from(H100_VM), 0)
+
+
+FABRIC_OK = "    Fabric\n        State                             : Completed\n        Status                            : Success"
+
+
+@pytest.mark.parametrize("old,new", [("Completed", "In Progress"), ("Success", "Failure")])
+def test_fabric_not_completed_or_failed_fails(old, new):
+    text = edited(H100X8, FABRIC_OK, FABRIC_OK.replace(old, new), gpu=5)
+    found = [f for f in health.check_gpus("n", gpu_info_from_text(text)) if f["code"] == "FABRIC_STATE_FAILURE"]
+    assert [f["gpu_index"] for f in found] == [5] and found[0]["severity"] == "fail"
+
+
+def test_sxid_lines_fail_when_fatal_and_warn_otherwise():
+    """Lines rendered from the driver's own format (open-gpu-kernel-modules common_nvswitch.h
+    NVSWITCH_PRINT_SXID: "nvidia-%s: SXid (PCI:%04x:%02x:%02x.%x): %05d, " + text); no public kernel
+    log capture with SXids is among the fixtures."""
+    fmt = "[ 1203.5] nvidia-%s: SXid (PCI:%04x:%02x:%02x.%x): %05d, %s"
+    log = "\n".join([fmt % ("nvswitch2", 0, 0x07, 0, 0, 12028, "Non-fatal, Link 32 egress non-posted PRIV error (First)"),
+                     fmt % ("nvswitch0", 0, 0x05, 0, 0, 23001, "Fatal, Link 12 Always Fatal")])
+    found = {f["sxid"]: f for f in health.evaluate_node("n", kernel_log=log) if f["code"] == "SXID_ERRORS"}
+    assert found[23001]["severity"] == "fail" and found[12028]["severity"] == "warn"
+    assert found[23001]["nvswitch_bus_id"] == "0000:05:00.0"
+    assert health.check_sxids("n", log, {"sxid_check": False}) == []
+
+
+def test_node_without_hcas_fails_against_the_cluster_majority_and_the_profile():
+    facts = cluster()
+    facts["node2"]["rdma_info"] = {"source": "none", "cas": [], "errors": []}
+    counts = [len(f["rdma_info"]["cas"]) for f in facts.values()]
+    results = evaluate(facts, {"ib_cluster_hca_counts": counts})
+    low = [f for f in results["node2"] if f["code"] == "IB_HCA_COUNT_LOW"]
+    assert low and low[0]["severity"] == "fail" and low[0]["value"] == 0 and low[0]["threshold"] == counts[0]
+    assert not [f for n in ("node1", "node3") for f in results[n] if f["code"] == "IB_HCA_COUNT_LOW"]
+    # The profile's count wins over the majority; a lone node without one is not compared.
+    lone = health.check_ib_ports("solo", facts["node2"]["rdma_info"], {"ib_expected_hca_count": 9})
+    assert [f["code"] for f in lone] == ["IB_HCA_COUNT_LOW"]
+    assert health.check_ib_ports("solo", facts["node2"]["rdma_info"], {"ib_cluster_hca_counts": [0]}) == []
+    assert health.expected_hca_count({"ib_cluster_hca_counts": [9, 0]}) == 9  # a tie takes the larger
+
+
+def test_module_types_string_thresholds_from_extra_vars(capsys):
+    """-e values arrive as strings: '50000' must be a number and 'false' a boolean, not a crash."""
+    facts = cluster()["node1"]
+    facts["gpu_info"]["gpus"][4]["ecc_errors"]["volatile"]["correctable"] = 20000
+    strings = {"ecc_correctable_volatile_max": "50000", "ecc_required": "false", "xid_warn": ["13", "94"],
+               "ib_expected_hca_count": "9", "throttle_warn_reasons": []}
+    out = _run_module(capsys, dict(node="node1", thresholds=strings, **facts))
+    assert "failed" not in out, out.get("msg")
+    assert "ECC_CORRECTABLE_HIGH" not in {f["code"] for f in out["findings"]}  # 20000 <= 50000
+    low = _run_module(capsys, dict(node="node1", thresholds=dict(strings, ecc_correctable_volatile_max="10000"),
+                                   **facts))
+    assert "ECC_CORRECTABLE_HIGH" in {f["code"] for f in low["findings"]}
+    bad = _run_module(capsys, {"node": "n", "thresholds": {"ecc_correctable_volatile_max": "lots"}})
+    assert bad["failed"] and "ecc_correctable_volatile_max" in bad["msg"]
+
+
+def test_unreadable_retired_page_count_on_a_page_retiring_gpu_fails():
+    """The real 8x V100S capture with GPU1's single-bit retired count edited to Unknown Error."""
+    text = edited(V100S_X8, "<retired_count>0</retired_count>", "<retired_count>Unknown Error</retired_count>", gpu=1)
+    gpu_info = gpu_info_from_text(text)
+    assert _codes(gpu_info, 1).get("RETIRED_PAGES_UNREADABLE") == "fail"
+    assert not [f for f in health.check_gpus("n", gpu_info) if f["code"] == "RETIRED_PAGES_UNREADABLE"
+                and f["gpu_index"] != 1]

@@ -70,6 +70,10 @@ def _judge(report, baseline=None, overrides=None, **kw):
     return sr.evaluate(report, sr.resolve_thresholds(report, overrides), baseline=baseline, **kw)
 
 
+def _message(report, name):
+    return next(c["message"] for c in report["verdict"]["checks"] if c["name"] == name)
+
+
 def _status(report):
     return {c["name"]: c["status"] for c in report["verdict"]["checks"]}
 
@@ -85,7 +89,7 @@ def test_three_node_gloo_run_passes_and_busbw_matches_formula():
         assert row["busbw_gbps"] == row["algbw_gbps"] * (2 * (3 - 1) / 3)
         assert row["algbw_gbps"] == pytest.approx(row["size_bytes"] / (row["time_us"] * 1e-6) / 1e9, rel=1e-12)
     st = _status(report)
-    assert st["busbw_gbps"] == "skip" and "not applicable on gloo" in report["verdict"]["checks"][4]["message"]
+    assert st["busbw_gbps"] == "skip" and "not applicable on gloo" in _message(report, "busbw_gbps")
     assert st["nccl_transport"] == "skip" and st["baseline"] == "skip"
 
 
@@ -342,3 +346,104 @@ def test_node_dropped_mid_run_is_named_from_the_second_roll_call():
     _judge(report)
     assert [m["node"] for m in report["missing_nodes"]] == ["node3"]
     assert report["missing_nodes"][0]["reason"].startswith("dropped during the job: cut off")
+
+
+# ------------------------------------------------------------------ verdicts need evidence (issue 13)
+
+def _with_rdma(report, gbps_by_host):
+    for node in report["nodes"]:
+        node["rdma_gbps"] = gbps_by_host.get(node["name"])
+    return report
+
+
+def test_gpus_on_the_pci_bus_with_a_gloo_run_fail():
+    """The driver is not loaded (nvidia-smi: no_driver) but the bus shows 8 GPUs: a CPU run proves nothing."""
+    nodes = _nodes(HOSTS)
+    for node in nodes.values():
+        node["gpu"]["pci_gpu_count"] = 8
+    report = sr.build_report("gpuc", HOSTS, nodes, _outputs(HOSTS, _result(HOSTS)), "gloo")
+    _judge(report)
+    assert _status(report)["backend"] == "fail" and not report["verdict"]["passed"]
+    assert "node1 (8 on PCI, 0 seen by the driver, 0 by torch)" in _message(report, "backend")
+    # The simulated cluster's stand-in GPUs are on a fake bus: there gloo is the design.
+    sim = sr.build_report("gpuc", HOSTS, nodes, _outputs(HOSTS, _result(HOSTS)), "gloo")
+    _judge(sim, sim=True)
+    assert _status(sim)["backend"] == "pass" and "simulated GPUs" in _message(sim, "backend")
+
+
+def test_torch_seeing_fewer_gpus_than_the_driver_fails():
+    hosts = ["n1", "n2"]
+    nodes = _nodes(hosts, nproc=8, gpus=8)
+    nodes["n2"]["probe"]["cuda_device_count"] = 7
+    nodes["n2"]["nproc"] = 7
+    res = _result(hosts, nproc=8, backend="nccl", gbps=400.0)
+    ib = {h: NCCL_IB.splitlines() for h in hosts}
+    report = _with_rdma(sr.build_report("gpuc", hosts, nodes, _outputs(hosts, res, nccl_lines=ib), "nccl"),
+                        {"n1": 3200, "n2": 3200})
+    _judge(report)
+    assert _status(report)["gpus_used"] == "fail"
+    assert "n2: torch sees 7 of the driver's 8 GPU(s)" in _message(report, "gpus_used")
+    full = _with_rdma(sr.build_report("gpuc", hosts, _nodes(hosts, nproc=8, gpus=8),
+                                      _outputs(hosts, res, nccl_lines=ib), "nccl"), {"n1": 3200, "n2": 3200})
+    _judge(full)
+    assert _status(full)["gpus_used"] == "pass"
+
+
+def test_empty_sweep_fails():
+    res = _result(HOSTS)
+    res["sweep"]["rows"] = []
+    report = sr.build_report("simc", HOSTS, _nodes(HOSTS), _outputs(HOSTS, res), "gloo")
+    _judge(report)
+    assert _status(report)["sweep_rows"] == "fail" and not report["verdict"]["passed"]
+    assert "no rows" in _message(report, "sweep_rows")
+
+
+def test_row_with_time_zero_fails_instead_of_crashing():
+    res = _result(HOSTS)
+    res["sweep"]["rows"][1]["time_us"] = 0.0
+    report = sr.build_report("simc", HOSTS, _nodes(HOSTS), _outputs(HOSTS, res), "gloo")
+    _judge(report)
+    assert _status(report)["sweep_rows"] == "fail"
+    assert "1024 B (time_us is 0.0)" in _message(report, "sweep_rows")
+    assert report["sweep"]["rows"][1]["busbw_gbps"] is None
+    assert report["sweep"]["busbw_large_gbps"] is not None  # the other rows still count
+    json.loads(sr.render_json(report))
+    ET.fromstring(sr.render_svg(report))
+    sr.render_markdown(report)
+
+
+def test_multinode_nccl_over_sockets_fails_unless_allowed_by_name():
+    """The judging host's view does not matter: sockets fail without expect_rdma too."""
+    report = _with_rdma(_nccl_report({"n1": NCCL_SOCKET.splitlines(), "n2": NCCL_SOCKET.splitlines()}),
+                        {"n1": None, "n2": None})
+    _judge(report, expect_rdma=False, overrides={"min_busbw_gbps": 1.0})
+    assert _status(report)["nccl_transport"] == "fail" and not report["verdict"]["passed"]
+    assert "smoke_test_allow_socket_transport" in _message(report, "nccl_transport")
+    allowed = _with_rdma(_nccl_report({"n1": NCCL_SOCKET.splitlines(), "n2": NCCL_SOCKET.splitlines()}),
+                         {"n1": None, "n2": None})
+    _judge(allowed, overrides={"min_busbw_gbps": 1.0}, allow_socket_transport=True)
+    assert _status(allowed)["nccl_transport"] == "pass"
+    assert "allowed by smoke_test_allow_socket_transport" in _message(allowed, "nccl_transport")
+
+
+def test_multinode_nccl_without_a_floor_fails_unless_allowed_by_name():
+    report = _with_rdma(_nccl_report({"n1": NCCL_IB.splitlines(), "n2": NCCL_IB.splitlines()}),
+                        {"n1": 3200, "n2": None})
+    _judge(report)
+    assert _status(report)["busbw_gbps"] == "fail"
+    assert "no active RDMA port on n2" in _message(report, "busbw_gbps")
+    assert "smoke_test_allow_no_busbw_floor" in _message(report, "busbw_gbps")
+    allowed = _with_rdma(_nccl_report({"n1": NCCL_IB.splitlines(), "n2": NCCL_IB.splitlines()}),
+                         {"n1": 3200, "n2": None})
+    _judge(allowed, allow_no_busbw_floor=True)
+    assert _status(allowed)["busbw_gbps"] == "skip"
+
+
+def test_multinode_floor_comes_from_the_slowest_node_not_the_judge():
+    """n1 (the host that judges, run_once) has 8x400 Gb/s up; n2 only 2x400: the floor follows n2."""
+    report = _with_rdma(_nccl_report({"n1": NCCL_IB.splitlines(), "n2": NCCL_IB.splitlines()}),
+                        {"n1": 3200, "n2": 800})
+    th = sr.resolve_thresholds(report, {})
+    assert th["min_busbw_gbps"]["value"] == pytest.approx(0.75 * 800 / 8)
+    assert "800 Gb/s" in th["min_busbw_gbps"]["source"]
+    assert sr.cluster_rdma_gbps(report) == (800.0, [])

@@ -1,5 +1,6 @@
 """The stack solver against NVIDIA's and PyTorch's published tables, plus
-property tests over every GPU model x CUDA 11.7-12.2 x torch 2.0-2.5."""
+property tests over every GPU model x CUDA 11.7-13.0 x torch 2.0-2.9 x NVSwitch,
+each plan re-checked by an independent checker."""
 
 import math
 
@@ -10,9 +11,10 @@ from ansible_collections.gpufleet.cluster.plugins.module_utils.gpu_models import
 from ansible_collections.gpufleet.cluster.plugins.module_utils.stack_solver import (
     StackError, solve, vkey)
 
-CUDAS = ["11.7", "11.8", "12.0", "12.1", "12.2"]
+CUDAS = ["11.7", "11.8", "12.0", "12.1", "12.2", "12.3", "12.4", "12.5", "12.6", "12.8", "12.9", "13.0"]
 TORCHES = ["2.0.0", "2.0.1", "2.1.0", "2.1.1", "2.1.2", "2.2.0", "2.2.1", "2.2.2",
-           "2.3.0", "2.3.1", "2.4.0", "2.4.1", "2.5.0", "2.5.1"]
+           "2.3.0", "2.3.1", "2.4.0", "2.4.1", "2.5.0", "2.5.1",
+           "2.6.0", "2.7.0", "2.7.1", "2.8.0", "2.9.0", "2.9.1"]
 
 
 def req(**kw):
@@ -32,11 +34,12 @@ def refused(request):
 def test_required_ranges_are_complete():
     assert set(CUDAS) <= set(data.CUDA_TOOLKITS)
     assert set(TORCHES) <= set(data.TORCH_RELEASES)
-    assert {"515", "520", "525", "530", "535"} <= set(data.DRIVER_BRANCHES)
+    assert {"515", "520", "525", "530", "535", "545", "550", "560", "565", "570", "575", "580"} <= set(data.DRIVER_BRANCHES)
 
 
 @pytest.mark.parametrize("name", ["CUDA_TOOLKITS", "CC_SUPPORT", "DRIVER_BRANCHES", "TORCH_RELEASES",
-                                  "OS_PACKAGE_NAMES", "FABRIC_MANAGER", "KERNEL_MODULES", "WHEEL_DRIVER_FLOOR"])
+                                  "OS_PACKAGE_NAMES", "FABRIC_MANAGER", "KERNEL_MODULES", "WHEEL_DRIVER_FLOOR",
+                                  "REPO_CUDA_RANGE", "FABRIC_MANAGER_PACKAGES"])
 def test_every_entry_carries_a_source(name):
     table = getattr(data, name)
     if "source" in table:
@@ -51,21 +54,36 @@ def test_every_entry_carries_a_source(name):
     ("11.7.0", "515.43.04"), ("11.7.1", "515.48.07"), ("11.8.0", "520.61.05"),
     ("12.0.0", "525.60.13"), ("12.0.1", "525.85.12"), ("12.1.0", "530.30.02"), ("12.1.1", "530.30.02"),
     ("12.2.0", "535.54.03"), ("12.2.1", "535.86.09"), ("12.2.2", "535.104.05"),
+    ("12.3.0", "545.23.06"), ("12.3.1", "545.23.08"), ("12.4.0", "550.54.14"), ("12.4.1", "550.54.15"),
+    ("12.5.0", "555.42.02"), ("12.5.1", "555.42.06"), ("12.6.0", "560.28.03"), ("12.6.1", "560.35.03"),
+    ("12.6.2", "560.35.03"), ("12.6.3", "560.35.05"), ("12.8.0", "570.26"), ("12.8.1", "570.124.06"),
+    ("12.9.0", "575.51.03"), ("12.9.1", "575.57.08"), ("13.0.0", "580.65.06"), ("13.0.1", "580.82.07"),
+    ("13.0.2", "580.95.05"),
 ])
 def test_table3_minimum_driver(release, driver):
-    assert data.CUDA_TOOLKITS[release[:4]]["updates"][release] == driver
-    assert solve(req(cuda=release, gpus=[]))["driver_min_version"] == driver
+    key = ".".join(release.split(".")[:2])
+    assert data.CUDA_TOOLKITS[key]["updates"][release] == driver
+    plan = solve(req(cuda=release, gpus=[], torch=None))
+    assert plan["driver_min_version_requested_release"] == driver
+    # the floor is the update cuda-toolkit-X-Y really installs, never lower than the one asked for
+    installed = data.CUDA_TOOLKITS[key]["full_version"]
+    assert plan["driver_min_version"] == data.CUDA_TOOLKITS[key]["updates"][installed]
+    assert vkey(plan["driver_min_version"]) >= vkey(driver)
 
 
-@pytest.mark.parametrize("cuda, ga, floor", [
-    ("11.7", "515.43.04", "450.80.02"), ("11.8", "520.61.05", "450.80.02"), ("12.0", "525.60.13", "525.60.13"),
-    ("12.1", "530.30.02", "525.60.13"), ("12.2", "535.54.03", "525.60.13")])
-def test_ga_minimum_and_minor_compat_floor(cuda, ga, floor):
+@pytest.mark.parametrize("cuda, ga, installed, floor", [
+    ("11.7", "515.43.04", "515.48.07", "450.80.02"), ("11.8", "520.61.05", "520.61.05", "450.80.02"),
+    ("12.0", "525.60.13", "525.85.12", "525.60.13"), ("12.1", "530.30.02", "530.30.02", "525.60.13"),
+    ("12.2", "535.54.03", "535.104.05", "525.60.13"), ("12.8", "570.26", "570.124.06", "525.60.13"),
+    ("13.0", "580.65.06", "580.95.05", "580")])
+def test_ga_minimum_installed_floor_and_minor_compat_floor(cuda, ga, installed, floor):
     assert data.CUDA_TOOLKITS[cuda]["driver_min"] == ga
     assert data.CUDA_TOOLKITS[cuda]["driver_min_minor_compat"] == floor
     plan = solve(req(cuda=cuda, torch=None, gpus=[]))
-    assert plan["driver_min_version"] == ga
+    assert plan["driver_min_version_ga"] == ga
+    assert plan["driver_min_version"] == installed  # issue 11: 12.2 installs 12.2.2 -> 535.104.05
     assert plan["driver_min_version_minor_compat"] == floor
+    assert solve(req(cuda=cuda, torch=None, gpus=[], driver_compat="minor"))["driver_min_version"] == floor
 
 
 @pytest.mark.parametrize("torch, vision, audio, variants", [
@@ -117,13 +135,14 @@ def test_example_plan_h100_hgx():
     plan = solve(req(gpus=["NVIDIA H100 80GB HBM3"] * 8, nvswitch=True))
     assert plan["cuda_version"] == "12.2"
     assert plan["driver_branch"] == "535"
-    assert plan["driver_min_version"] == "535.54.03"
+    assert plan["driver_min_version"] == "535.104.05"
     assert plan["toolkit_package"] == "cuda-toolkit-12-2"
     assert plan["packages"]["toolkit"] == ["cuda-toolkit-12-2"]
-    assert plan["packages"]["nccl"] == ["libnccl2=2.18.3-1+cuda12.2", "libnccl-dev=2.18.3-1+cuda12.2"]
+    assert plan["packages"]["nccl"] == ["libnccl2=2.19.3-1+cuda12.2", "libnccl-dev=2.19.3-1+cuda12.2"]
     assert plan["packages"]["fabricmanager"] == ["nvidia-fabricmanager-535"]
-    assert plan["packages"]["driver"] == ["nvidia-driver-535-open", "cuda-drivers-535"]
-    assert plan["nccl_version"] == "2.18.3"
+    # NVIDIA's CUDA repository carries nvidia-kernel-open-535, not Canonical's nvidia-driver-535-open
+    assert plan["packages"]["driver"] == ["nvidia-kernel-open-535", "cuda-drivers-535"]
+    assert plan["nccl_version"] == "2.19.3"
     assert plan["kernel_modules"] == "open"
     assert plan["repository"] == "https://developer.download.nvidia.com/compute/cuda/repos/ubuntu2204/x86_64/"
     assert plan["torch"] == dict(plan["torch"], version="2.1.2", variant="cu121",
@@ -235,7 +254,7 @@ def test_unknown_gpu_lists_known_models_unless_cc_given():
 
 def test_kernel_modules():
     assert solve(req(gpus=["Tesla V100-SXM2-32GB"]))["kernel_modules"] == "proprietary"
-    assert solve(req(gpus=["Tesla V100-SXM2-32GB"]))["packages"]["driver"] == ["nvidia-driver-535", "cuda-drivers-535"]
+    assert solve(req(gpus=["Tesla V100-SXM2-32GB"]))["packages"]["driver"] == ["cuda-drivers-535"]
     assert refused(req(gpus=["Tesla V100-SXM2-32GB"], kernel_modules="open")).rule == "OPEN_MODULES_NEED_TURING"
     assert solve(req(gpus=["Tesla T4"]))["kernel_modules"] == "open"
     assert solve(req(gpus=["Tesla T4"], kernel_modules="proprietary"))["kernel_modules"] == "proprietary"
@@ -244,7 +263,7 @@ def test_kernel_modules():
 @pytest.mark.parametrize("os_in, arch, distro, repo_arch, family", [
     ("ubuntu22.04", "x86_64", "ubuntu2204", "x86_64", "apt"),
     ("ubuntu2004", "aarch64", "ubuntu2004", "sbsa", "apt"),
-    ("Ubuntu 24.04", "x86_64", "ubuntu2404", "x86_64", "apt"),
+    ("debian11", "x86_64", "debian11", "x86_64", "apt"),
     ("debian12", "x86_64", "debian12", "x86_64", "apt"),
     ("rhel9", "x86_64", "rhel9", "x86_64", "dnf"),
     ("rocky9.3", "aarch64", "rhel9", "sbsa", "dnf"),
@@ -260,16 +279,16 @@ def test_os_and_repository(os_in, arch, distro, repo_arch, family):
 def test_rhel_package_names():
     plan = solve(req(os="rhel9", gpus=["NVIDIA H100 80GB HBM3"], nvswitch=True))
     assert plan["packages"]["driver"] == ["@nvidia-driver:535-open"]
-    assert plan["packages"]["nccl"] == ["libnccl-2.18.3-1+cuda12.2", "libnccl-devel-2.18.3-1+cuda12.2"]
-    assert plan["packages"]["fabricmanager"] == ["nvidia-fabricmanager-535"]
+    assert plan["packages"]["nccl"] == ["libnccl-2.19.3-1+cuda12.2", "libnccl-devel-2.19.3-1+cuda12.2"]
+    assert plan["packages"]["fabricmanager"] == ["nvidia-fabric-manager"]
     assert plan["driver_module_stream"] == "nvidia-driver:535-open"
     assert plan["driver_module_profile"] == "nvidia-driver:535/fm"
 
 
 @pytest.mark.parametrize("request_, rule, words", [
-    ({"cuda": "12.3"}, "UNKNOWN_CUDA", ["12.3", "11.7, 11.8, 12.0, 12.1, 12.2"]),
+    ({"cuda": "12.7"}, "UNKNOWN_CUDA", ["12.7", "12.6, 12.8, 12.9"]),
     ({"cuda": "12.2.9"}, "UNKNOWN_CUDA", ["12.2.9", "12.2.0, 12.2.1, 12.2.2"]),
-    ({"torch": "2.6.0"}, "UNKNOWN_TORCH", ["2.6.0", "2.5.1"]),
+    ({"torch": "2.6.3"}, "UNKNOWN_TORCH", ["2.6.3", "2.6.0"]),
     ({"torch": "1.13.1"}, "UNKNOWN_TORCH", ["1.13.1", "2.0.0"]),
     ({"os": "windows11"}, "UNSUPPORTED_OS", ["windows11", "ubuntu22.04", "rhel9"]),
     ({"os": "sles15"}, "UNSUPPORTED_OS", ["sles15"]),
@@ -278,7 +297,6 @@ def test_rhel_package_names():
     ({"nvswitch": "maybe"}, "BAD_REQUEST", ["nvswitch", "maybe"]),
     ({"driver_compat": "partial"}, "BAD_REQUEST", ["driver_compat", "partial"]),
     ({"kernel_modules": "closed"}, "BAD_REQUEST", ["kernel_modules", "closed"]),
-    ({"cuda": None}, "BAD_REQUEST", ["cuda"]),
     ({"cuda": "twelve"}, "BAD_REQUEST", ["cuda", "twelve"]),
     ({"gpus": [["nested"]]}, "BAD_REQUEST", ["gpus"]),
     ({"torch_variant": "cuda121"}, "BAD_REQUEST", ["torch_variant", "cuda121"]),
@@ -319,6 +337,31 @@ def test_blackwell_refused_with_no_toolkit_in_range():
 
 # ------------------------------------------------------------------ properties
 
+# The checker below restates NVIDIA's rules from the data tables, independently of the
+# solver's code: names per OS family as NVIDIA's guides give them (docs/compatibility.md).
+_BLACKWELL_MIN_CC = (10, 0)
+
+
+def expected_driver_packages(os_key, branch, flavour):
+    b = int(branch)
+    if os_key.startswith("rhel"):
+        return ["@nvidia-driver:%s-%s" % (branch, "open" if flavour == "open" else "dkms")]
+    debian = os_key.startswith("debian")
+    if b >= 580:
+        return ["nvidia-driver-pinning-%s" % branch, "nvidia-open" if flavour == "open" else "cuda-drivers"]
+    if b >= 570:
+        return ["nvidia-open-%s" % branch] if flavour == "open" else ["cuda-drivers-%s" % branch]
+    if flavour == "open":
+        return ["nvidia-kernel-open-dkms" if debian else "nvidia-kernel-open-%s" % branch, "cuda-drivers-%s" % branch]
+    return ["cuda-drivers-%s" % branch]
+
+
+def expected_fabricmanager(os_key, branch):
+    if os_key.startswith("rhel"):
+        return ["nvidia-fabric-manager"]
+    return ["nvidia-fabricmanager"] if int(branch) >= 580 else ["nvidia-fabricmanager-%s" % branch]
+
+
 def check_plan(plan, request):
     """Every rule in the data holds for a returned plan."""
     cuda = plan["cuda_version"]
@@ -327,7 +370,8 @@ def check_plan(plan, request):
     rec = plan["driver_recommended_version"]
     assert rec in branch["versions"]
     compat = request.get("driver_compat") or "full"
-    need = tk["driver_min"] if compat == "full" else tk["driver_min_minor_compat"]
+    # the floor covers the update the repository installs (full) or the minor-version floor
+    need = tk["updates"][tk["full_version"]] if compat == "full" else tk["driver_min_minor_compat"]
     assert vkey(plan["driver_min_version"]) >= vkey(need)
     assert vkey(rec) >= vkey(plan["driver_min_version"])
     if request.get("driver_branch") in (None, ""):
@@ -337,6 +381,7 @@ def check_plan(plan, request):
         if sup:
             assert vkey(sup["first_cuda"]) <= vkey(cuda)
             assert sup["last_cuda"] is None or vkey(cuda) <= vkey(sup["last_cuda"])
+    assert cuda in plan["repository_cuda_releases"]
     t = plan["torch"]
     if request.get("torch"):
         rel = data.TORCH_RELEASES[t["version"]]
@@ -359,14 +404,25 @@ def check_plan(plan, request):
     assert all(tk["nccl"] in p for p in plan["packages"]["nccl"])
     assert all("+cuda%s" % cuda in p for p in plan["packages"]["nccl"])
     if plan["nvswitch"]:
-        assert plan["packages"]["fabricmanager"] and all(plan["driver_branch"] in p for p in plan["packages"]["fabricmanager"])
+        assert plan["packages"]["fabricmanager"] == expected_fabricmanager(plan["os"], plan["driver_branch"])
         assert plan["fabricmanager_version"] == rec
     else:
         assert plan["packages"]["fabricmanager"] == []
-    assert all(plan["driver_branch"] in p for p in plan["packages"]["driver"])
-    if plan["kernel_modules"] == "open":
+    km = plan["kernel_modules"]
+    assert plan["packages"]["driver"] == expected_driver_packages(plan["os"], plan["driver_branch"], km)
+    assert plan["driver_flavour_packages"][km] == plan["packages"]["driver"]
+    other = "proprietary" if km == "open" else "open"
+    assert plan["driver_flavour_packages"][other] == expected_driver_packages(plan["os"], plan["driver_branch"], other)
+    assert plan["driver_flavour_switch"], "every OS in the data documents a flavour switch"
+    assert all(step["action"] in ("remove", "install", "module-switch") and step["source"]
+               for step in plan["driver_flavour_switch"])
+    if km == "open":
         assert all(vkey(g["compute_capability"]) >= (7, 5) for g in plan["gpus"])
-        assert any("open" in p for p in plan["packages"]["driver"])
+    if any(vkey(g["compute_capability"]) >= _BLACKWELL_MIN_CC or g["name"].startswith("NVIDIA GH200")
+           for g in plan["gpus"]):
+        assert km == "open"
+    if branch.get("eol"):
+        assert any("end of life" in w for w in plan["warnings"])
     assert set(plan["rules_checked"]) <= set(data.RULES)
 
 
@@ -383,14 +439,28 @@ def check_refusal(err, request):
     if err.rule == "CC_NEEDS_NEWER_CUDA":
         assert sup and vkey(cuda) < vkey(sup["first_cuda"])
         assert sup["first_cuda"] in msg
+    elif err.rule == "CC_DROPPED_BY_CUDA":
+        assert sup and sup["last_cuda"] and vkey(cuda) > vkey(sup["last_cuda"])
+        assert sup["last_cuda"] in msg and "dropped" in msg
     elif err.rule == "TORCH_CUDA_MAJOR_MISMATCH":
         assert all(int(v[2:-1]) != vkey(cuda)[0] for v in data.TORCH_RELEASES[torch]["variants"])
+        for v in data.TORCH_RELEASES[torch]["variants"]:
+            assert v in msg  # the variants that exist are listed
     elif err.rule == "DRIVER_BRANCH_TOO_OLD_FOR_CUDA":
         b = data.DRIVER_BRANCHES[request["driver_branch"]]
         assert vkey(b["versions"][-1]) < vkey(data.CUDA_TOOLKITS[cuda]["driver_min"])
         assert b["max_cuda"] in msg
     elif err.rule == "TORCH_WHEEL_LACKS_CC":
         assert sup
+        variants = data.TORCH_RELEASES[torch]["variants"]
+        same = [v for v in variants if int(v[2:-1]) == vkey(cuda)[0]]
+        assert same and any(vkey("%s.%s" % (v[2:-1], v[-1])) < vkey(sup["first_cuda"]) for v in same)
+    elif err.rule == "REPO_LACKS_CUDA":
+        distro = data.REPO_DISTROS[request.get("os") or "ubuntu22.04"][0]
+        rng = data.REPO_CUDA_RANGE[distro]
+        assert ((rng["first"] and vkey(cuda) < vkey(rng["first"]))
+                or (rng["last"] and vkey(cuda) > vkey(rng["last"])))
+        assert distro in msg
     else:
         raise AssertionError("unexpected refusal %s" % err)
     assert "Requests that work" in msg or "No CUDA toolkit" in msg
@@ -417,14 +487,15 @@ def test_property_every_gpu_cuda_torch(gpu):
                     check_plan(plan, request)
                     counts["plans"] += 1
     assert counts["plans"] + counts["refusals"] == len(CUDAS) * len(TORCHES) * 2
+    assert counts["plans"] > 0, "every model in the table has at least one stack that works"
 
 
 @pytest.mark.parametrize("branch", sorted(data.DRIVER_BRANCHES))
 @pytest.mark.parametrize("compat", ["full", "minor"])
 def test_property_explicit_branches(branch, compat):
-    for gpu in ("Tesla T4", "NVIDIA A100-SXM4-80GB", "NVIDIA H100 80GB HBM3"):
+    for gpu in ("Tesla T4", "NVIDIA A100-SXM4-80GB", "NVIDIA H100 80GB HBM3", "NVIDIA B200"):
         for cuda in CUDAS:
-            for torch in ("2.0.1", "2.1.2", "2.5.1"):
+            for torch in ("2.0.1", "2.1.2", "2.5.1", "2.7.0", "2.9.1"):
                 request = {"gpus": [gpu], "cuda": cuda, "torch": torch, "driver_branch": branch,
                            "driver_compat": compat}
                 try:
@@ -432,22 +503,53 @@ def test_property_explicit_branches(branch, compat):
                 except StackError as err:
                     if err.rule == "DRIVER_BRANCH_TOO_OLD_FOR_CUDA":
                         b = data.DRIVER_BRANCHES[branch]
-                        need = data.CUDA_TOOLKITS[cuda]["driver_min" if compat == "full" else "driver_min_minor_compat"]
+                        tk = data.CUDA_TOOLKITS[cuda]
+                        need = tk["updates"][tk["full_version"]] if compat == "full" else tk["driver_min_minor_compat"]
                         assert vkey(b["versions"][-1]) < vkey(need)
                         assert branch in str(err)
+                    elif err.rule == "DRIVER_TOO_OLD_FOR_WHEEL":
+                        assert branch in str(err)
                     else:
-                        assert err.rule in ("CC_NEEDS_NEWER_CUDA", "TORCH_CUDA_MAJOR_MISMATCH"), str(err)
+                        assert err.rule in ("CC_NEEDS_NEWER_CUDA", "CC_DROPPED_BY_CUDA", "TORCH_CUDA_MAJOR_MISMATCH",
+                                            "TORCH_WHEEL_LACKS_CC"), str(err)
                 else:
                     assert plan["driver_branch"] == branch
                     check_plan(plan, request)
 
 
 def test_published_pairs_all_plan():
-    """Every pair pytorch.org publishes (torch x its CUDA variant, toolkit = variant) plans on an A100."""
+    """Every pair pytorch.org publishes (torch x its CUDA variant, toolkit = variant) plans on an A100
+    and, from CUDA 12.8, on a B200."""
+    planned = 0
     for torch, rel in data.TORCH_RELEASES.items():
         for v in rel["variants"]:
             cuda = "%s.%s" % (v[2:-1], v[-1])
             if cuda in data.CUDA_TOOLKITS:
-                plan = solve({"gpus": ["NVIDIA A100-SXM4-80GB"], "cuda": cuda, "torch": torch})
-                assert plan["torch"]["variant"] == v
-                assert not math.isnan(float(vkey(plan["driver_recommended_version"])[0]))
+                gpus = ["NVIDIA A100-SXM4-80GB"] + (["NVIDIA B200"] if vkey(cuda) >= (12, 8) else [])
+                for gpu in gpus:
+                    plan = solve({"gpus": [gpu], "cuda": cuda, "torch": torch})
+                    assert plan["torch"]["variant"] == v
+                    assert not math.isnan(float(vkey(plan["driver_recommended_version"])[0]))
+                    planned += 1
+    assert planned >= 40
+
+
+@pytest.mark.parametrize("os_key", sorted(data.REPO_DISTROS))
+def test_property_every_os(os_key):
+    """Every OS x CUDA x a GPU per architecture family x torch: each plan holds every rule, with NVIDIA's
+    package names for that OS; each refusal names a rule that applies and alternatives that solve."""
+    counts = {"plans": 0, "refusals": 0}
+    for cuda in CUDAS:
+        for gpu in ("Tesla V100-SXM2-32GB", "Tesla T4", "NVIDIA H100 80GB HBM3", "NVIDIA GH200 480GB", "NVIDIA B200"):
+            for torch in ("2.1.2", "2.7.1", "2.9.1"):
+                request = {"gpus": [gpu] * 4, "cuda": cuda, "torch": torch, "os": os_key, "nvswitch": True}
+                try:
+                    plan = solve(request)
+                except StackError as err:
+                    check_refusal(err, request)
+                    counts["refusals"] += 1
+                else:
+                    check_plan(plan, request)
+                    assert plan["os"] == os_key
+                    counts["plans"] += 1
+    assert counts["plans"] > 0 and counts["refusals"] > 0

@@ -5,6 +5,7 @@ import json
 import os
 import stat
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
@@ -63,8 +64,12 @@ def run_module(monkeypatch, capsys, args, outputs, bin_found=True):
                 return value
         raise AssertionError("unexpected command %r" % (cmd,))
 
+    def fake_run_tool(module, cmd, timeout_s, environ_update=None):
+        rc, out, err = fake_run_command(module, cmd, environ_update=environ_update)
+        return rc, out, err, False
+
     monkeypatch.setattr(basic.AnsibleModule, "get_bin_path", fake_get_bin_path)
-    monkeypatch.setattr(basic.AnsibleModule, "run_command", fake_run_command)
+    monkeypatch.setattr(gpu_info, "run_tool", fake_run_tool)
     with patch_module_args(args):
         with pytest.raises(SystemExit):
             gpu_info.main()
@@ -247,7 +252,153 @@ def test_ansible_doc():
     proc = ansible("ansible-doc", "--json", "gpufleet.cluster.gpu_info")
     assert proc.returncode == 0, proc.stderr
     doc = json.loads(proc.stdout)["gpufleet.cluster.gpu_info"]
-    assert set(doc["doc"]["options"]) == {"pci_sysfs_path", "nvidia_smi", "include_topology"}
+    assert set(doc["doc"]["options"]) == {"pci_sysfs_path", "nvidia_smi", "include_topology", "timeout"}
     for key in ("status", "message", "driver_version", "cuda_version", "gpus", "driver_gpu_count",
                 "pci_gpu_count", "pci_nvswitch_count", "pci_devices", "nvswitch", "topology"):
         assert key in doc["return"], key
+
+
+# ------------------------------------------------------------ hung and garbled nvidia-smi (issue 13)
+
+def _with_byte(path, anchor, byte):
+    """A real capture with one byte slipped in after ``anchor`` (the edit the test is about)."""
+    data = path.read_bytes()
+    at = data.index(anchor) + len(anchor)
+    return data[:at] + byte + data[at:]
+
+
+def test_hung_nvidia_smi_is_a_driver_error_within_the_timeout(tmp_path):
+    """A stand-in nvidia-smi that never answers, run through the module's own runner."""
+    smi = stand_in(tmp_path, "sleep 300\n")
+    started = time.monotonic()
+    proc, result = adhoc("nvidia_smi=%s pci_sysfs_path=%s timeout=2" % (smi, hgx_sysfs(tmp_path)))
+    elapsed = time.monotonic() - started
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert result["status"] == "driver_error" and result["timed_out"] is True
+    assert result["nvidia_smi_rc"] == 124
+    assert "did not answer within 2 s" in result["message"] and str(smi) in result["message"]
+    # Ansible's own start-up takes a few seconds here; the 300 s sleep must not be waited for.
+    assert elapsed < 60, elapsed
+
+
+def test_hung_nvidia_smi_child_processes_are_killed_too(tmp_path):
+    """The whole process group goes: a sleeping grandchild would otherwise hold the pipes open."""
+    from ansible_collections.gpufleet.cluster.plugins.module_utils.run_tool import run_tool
+    script = stand_in(tmp_path, "sleep 300 &\nwait\n")
+    started = time.monotonic()
+    rc, _out, _err, timed_out = run_tool(None, [str(script)], 1)
+    assert (rc, timed_out) == (124, True)
+    assert time.monotonic() - started < 10
+
+
+def test_string_timeout_from_extra_vars_is_typed(tmp_path):
+    """-e gpu_timeout=5 arrives as a string; the argument spec makes it an int."""
+    smi = stand_in(tmp_path, "sleep 300\n")
+    proc = ansible("ansible", "localhost", "-m", "gpufleet.cluster.gpu_info",
+                   "-a", "nvidia_smi=%s pci_sysfs_path=%s timeout={{ t }}" % (smi, tmp_path / "none"),
+                   "-e", "t=1", "-e", "ansible_python_interpreter=%s" % (VENV_BIN / "python"))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    result = json.loads(proc.stdout.partition("=>")[2])
+    assert result["timed_out"] is True and "within 1 s" in result["message"]
+
+
+def test_non_utf8_byte_in_xml_output_gives_a_result(tmp_path):
+    """The real 8x V100S XML capture with one 0xff byte put into the product name."""
+    garbled = tmp_path / "garbled.xml"
+    garbled.write_bytes(_with_byte(V100S_XML, b"<product_name>Tesla V100S", b"\xff"))
+    smi = stand_in(tmp_path, 'case "$1" in\n  -q) cat "%s" ;;\n  *) exit 2 ;;\nesac\n' % garbled)
+    proc, result = adhoc("nvidia_smi=%s pci_sysfs_path=%s include_topology=false" % (smi, tmp_path / "none"))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "Traceback" not in proc.stdout + proc.stderr
+    assert result["status"] == "ok" and result["driver_gpu_count"] == 8
+    assert result["gpus"][0]["name"] == "Tesla V100S\ufffd-PCIE-32GB"
+
+
+def test_non_utf8_byte_in_text_output_gives_a_result(tmp_path):
+    """The real H100 -q text capture with one 0xfe byte in the product name."""
+    garbled = tmp_path / "garbled.txt"
+    garbled.write_bytes(_with_byte(H100_X8, b"NVIDIA H100", b"\xfe"))
+    smi = stand_in(tmp_path, 'case "$1" in\n  -q) cat "%s" ;;\n  *) exit 2 ;;\nesac\n' % garbled)
+    proc, result = adhoc("nvidia_smi=%s pci_sysfs_path=%s include_topology=false" % (smi, tmp_path / "none"))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert result["status"] == "ok" and result["driver_gpu_count"] == 8
+
+
+def test_xml_nested_too_deep_is_a_clear_error_naming_the_command(tmp_path):
+    """The real V100S capture with 5000 nested elements put inside its first <gpu>."""
+    deep = _with_byte(V100S_XML, b"</product_name>", b"<a>" * 5000 + b"</a>" * 5000)
+    path = tmp_path / "deep.xml"
+    path.write_bytes(deep)
+    smi = stand_in(tmp_path, 'cat "%s"\n' % path)
+    proc, result = adhoc("nvidia_smi=%s pci_sysfs_path=%s include_topology=false" % (smi, tmp_path / "none"))
+    assert "Traceback" not in proc.stdout + proc.stderr
+    assert "FAILED!" in proc.stdout
+    assert "nests deeper than" in result["msg"] and str(smi) in result["msg"]
+
+
+def test_huge_csv_field_in_compute_cap_query_keeps_the_table_value(monkeypatch, capsys, tmp_path):
+    """The real H100 all-fields CSV with one field blown up past csv's 128 KiB field limit."""
+    rows = H100_VM_CSV.read_text().splitlines()
+    huge = "\n".join([rows[0], '"' + "9" * 200000 + '"' + rows[1][rows[1].index(","):]]) + "\n"
+    result, _calls = run_module(monkeypatch, capsys, {"pci_sysfs_path": str(tmp_path / "none")}, {
+        "-q": (0, H100_VM.read_text(), ""), "--query-gpu": (0, huge, ""), "topo": (1, "", "")})
+    assert result["status"] == "ok" and "failed" not in result
+    assert result["gpus"][0]["compute_capability_source"] == "model_table"
+
+
+def test_hung_node_is_a_named_driver_error_while_the_other_node_finishes(tmp_path):
+    """Two hosts in one play: ``hung`` has an nvidia-smi that never answers, ``good`` one that
+    replays the real 8x H100 capture. The hung one fails health as DRIVER_NOT_LOADED by name,
+    within its timeout; the good one's facts and verdict come back in the same run."""
+    (tmp_path / "hung").mkdir()
+    (tmp_path / "good").mkdir()
+    hung = stand_in(tmp_path / "hung", "sleep 300\n")
+    good = stand_in(tmp_path / "good", (
+        'case "$1" in\n  -q) cat "%s" ;;\n  *) echo \'Field "compute_cap" is not a valid field to query.\'; exit 2 ;;\n'
+        'esac\n') % H100_X8)
+    out = tmp_path / "out"
+    out.mkdir()
+    inventory = tmp_path / "hosts.yml"
+    local = {"ansible_connection": "local", "ansible_python_interpreter": str(VENV_BIN / "python")}
+    inventory.write_text(json.dumps({"all": {"hosts": {"hung": dict(local, smi=str(hung)),
+                                                       "good": dict(local, smi=str(good))}}}))
+    play = tmp_path / "play.yml"
+    play.write_text("""
+- hosts: all
+  gather_facts: false
+  tasks:
+    - gpufleet.cluster.gpu_info:
+        nvidia_smi: "{{ smi }}"
+        pci_sysfs_path: "%s"
+        include_topology: false
+        timeout: 3
+      register: gpu
+    - gpufleet.cluster.gpu_health_check:
+        node: "{{ inventory_hostname }}"
+        gpu_info: "{{ gpu }}"
+        thresholds: {throttle_warn_reasons: [], pcie_check: false}
+      register: verdict
+    - ansible.builtin.copy:
+        content: "{{ {'gpu': gpu, 'verdict': verdict.result} | to_json }}"
+        dest: "%s/{{ inventory_hostname }}.json"
+        mode: "0644"
+""" % (tmp_path / "no-sysfs", out))
+    started = time.monotonic()
+    proc = ansible("ansible-playbook", "-i", str(inventory), str(play))
+    elapsed = time.monotonic() - started
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
+    assert elapsed < 90, elapsed
+    hung_result = json.loads((out / "hung.json").read_text())
+    good_result = json.loads((out / "good.json").read_text())
+    assert hung_result["gpu"]["status"] == "driver_error" and hung_result["gpu"]["timed_out"] is True
+    assert hung_result["verdict"]["status"] == "fail"
+    finding = hung_result["verdict"]["findings"][0]
+    assert finding["code"] == "DRIVER_NOT_LOADED" and finding["node"] == "hung"
+    assert "did not answer within 3 s" in finding["message"]
+    assert good_result["gpu"]["status"] == "ok" and good_result["gpu"]["driver_gpu_count"] == 8
+    assert good_result["verdict"]["status"] != "fail", good_result["verdict"]["lines"]
+
+
+def test_non_positive_timeout_is_a_clear_error(monkeypatch, capsys, tmp_path):
+    result, calls = run_module(monkeypatch, capsys, {"pci_sysfs_path": str(tmp_path), "timeout": -5}, {})
+    assert result["failed"] and "got -5" in result["msg"] and calls == []

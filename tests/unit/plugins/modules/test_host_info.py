@@ -3,6 +3,7 @@
 import json
 import os
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
@@ -36,7 +37,12 @@ def run_module(monkeypatch, capsys, args, outputs=None):
         return outputs[os.path.basename(cmd[0])]
 
     monkeypatch.setattr(basic.AnsibleModule, "get_bin_path", fake_get_bin_path)
-    monkeypatch.setattr(basic.AnsibleModule, "run_command", fake_run_command)
+
+    def fake_run_tool(module, cmd, timeout_s, environ_update=None):
+        rc_, out, err = fake_run_command(module, cmd, environ_update=environ_update)
+        return rc_, out, err, False
+
+    monkeypatch.setattr(host_info, "run_tool", fake_run_tool)
     with patch_module_args(args):
         with pytest.raises(SystemExit):
             host_info.main()
@@ -186,3 +192,21 @@ def test_ansible_doc_renders_both_modules():
         doc = json.loads(proc.stdout)[name]
         assert doc["doc"]["module"] == name.rsplit(".", 1)[1]
         assert doc["return"] and doc["examples"]
+
+
+def test_hung_lscpu_falls_back_to_cpuinfo_within_the_timeout(monkeypatch, capsys, tmp_path):
+    lscpu = tmp_path / "lscpu"
+    lscpu.write_text("#!/bin/sh\nsleep 300\n")
+    lscpu.chmod(0o755)
+
+    def fake_get_bin_path(self, name, required=False, opt_dirs=None):
+        return str(lscpu) if name == "lscpu" else None
+
+    monkeypatch.setattr(basic.AnsibleModule, "get_bin_path", fake_get_bin_path)
+    started = time.monotonic()
+    with patch_module_args({"timeout": "1"}):
+        with pytest.raises(SystemExit):
+            host_info.main()
+    result = json.loads(capsys.readouterr().out)
+    assert time.monotonic() - started < 15
+    assert result["cpu"]["source"] == "cpuinfo" and result["cpu"]["threads"] == os.cpu_count()

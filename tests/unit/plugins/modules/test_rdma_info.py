@@ -3,6 +3,7 @@
 import json
 import os
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
@@ -34,7 +35,11 @@ def run_module(monkeypatch, capsys, args, ibstat=None, rc=0, stderr="", present=
     def fake_get_bin_path(self, name, required=False, opt_dirs=None):
         return "/usr/sbin/" + name if present else None
 
-    monkeypatch.setattr(basic.AnsibleModule, "run_command", fake_run_command)
+    def fake_run_tool(module, cmd, timeout_s, environ_update=None):
+        rc_, out, err = fake_run_command(module, cmd, environ_update=environ_update)
+        return rc_, out, err, False
+
+    monkeypatch.setattr(rdma_info, "run_tool", fake_run_tool)
     monkeypatch.setattr(basic.AnsibleModule, "get_bin_path", fake_get_bin_path)
     with patch_module_args(args):
         with pytest.raises(SystemExit):
@@ -220,3 +225,31 @@ def test_through_ansible_on_this_machine():
     if not has_ib and not any(Path(p, "ibstat").exists() for p in os.environ.get("PATH", "").split(":")):
         assert result["source"] == "none" and result["cas"] == [] and result["active_ports"] == []
     assert isinstance(result["peermem_loaded"], bool)
+
+
+def test_hung_ibstat_is_killed_at_the_timeout_and_named(monkeypatch, capsys, tmp_path, no_sysfs):
+    """A stand-in ibstat that prints the first lines of a real capture and then hangs."""
+    capture = IBSTAT / "h100-12hca-cx7-400-roce-cx6dx-100-eth-all-active.txt"
+    head = tmp_path / "head.txt"
+    head.write_text("\n".join(capture.read_text().splitlines()[:12]) + "\n")
+    ibstat = tmp_path / "ibstat"
+    ibstat.write_text('#!/bin/sh\ncat "%s"\nsleep 300\n' % head)
+    ibstat.chmod(0o755)
+    started = time.monotonic()
+    with patch_module_args(dict(no_sysfs, ibstat=str(ibstat), timeout="1")):
+        with pytest.raises(SystemExit):
+            rdma_info.main()
+    result = json.loads(capsys.readouterr().out)
+    assert time.monotonic() - started < 15
+    assert result["ibstat_rc"] == 124
+    assert "%s did not answer within 1 s and was killed" % ibstat in result["errors"]
+    # The half-printed listing is not taken for the node's ports.
+    assert result["cas"] == [] and result["source"] == "none"
+
+
+def test_non_positive_timeout_is_a_clear_error(capsys, no_sysfs):
+    with patch_module_args(dict(no_sysfs, timeout=0)):
+        with pytest.raises(SystemExit):
+            rdma_info.main()
+    result = json.loads(capsys.readouterr().out)
+    assert result["failed"] and "timeout must be a positive number of seconds, got 0" in result["msg"]

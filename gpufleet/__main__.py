@@ -1,0 +1,4 @@
+from gpufleet.cli import main
+import sys
+
+sys.exit(main())

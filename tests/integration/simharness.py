@@ -1,0 +1,134 @@
+"""What the integration tests share about the simulated cluster: bring one up, reach it, tear it down.
+
+A module of its own name (not conftest) so a test imports it unambiguously: several conftest.py
+files live under tests/, and `from conftest import` resolves to whichever was imported last.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import os
+import re
+import shutil
+import subprocess
+import sys
+from contextlib import contextmanager
+from pathlib import Path
+
+import pytest
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+SIM_DIR = REPO_ROOT / "tests" / "sim"
+SIMCLUSTER = SIM_DIR / "simcluster.py"
+VENV_BIN = Path(sys.executable).parent
+sys.path.insert(0, str(SIM_DIR))
+
+from gfsim import cluster as simlib  # noqa: E402
+from gfsim import network as simnet  # noqa: E402
+
+
+def sim_skip_reason() -> str | None:
+    if os.geteuid() != 0:
+        return "the simulated cluster needs root (network namespaces, overlay mounts, systemd-nspawn)"
+    if shutil.which("systemd-nspawn") is None:
+        return "systemd-nspawn is missing (apt-get install systemd-container)"
+    if shutil.which("debootstrap") is None and not simlib.image.ROOTFS.exists():
+        return "debootstrap is missing (apt-get install debootstrap) and no cached tree exists"
+    return None
+
+
+class SimCluster:
+    """A running simulated cluster, as the tests see it."""
+
+    def __init__(self, name: str, state: dict):
+        self.name = name
+        self.state = state
+        self.inventory = Path(simlib.state_dir(name) / "inventory.yml")
+        self.nodes = list(state["nodes"])
+
+    def _cli(self, *args: str) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, str(SIMCLUSTER), *args], capture_output=True, text=True,
+                              check=True, timeout=120)
+
+    def fault(self, node: str, fault: str) -> None:
+        self._cli("fault", "--name", self.name, node, fault)
+
+    def clear(self, node: str, fault: str | None = None) -> None:
+        self._cli("clear", "--name", self.name, node, *([fault] if fault else []))
+
+    def ssh(self, node: str, cmd: str, timeout: int = 600) -> subprocess.CompletedProcess:
+        return simlib.ssh(self.state, node, cmd, timeout=timeout)
+
+    def ip(self, node: str) -> str:
+        return self.state["nodes"][node]["ip"]
+
+    def env(self) -> dict:
+        env = dict(os.environ)
+        env["PATH"] = f"{VENV_BIN}{os.pathsep}{env.get('PATH', '')}"
+        env["ANSIBLE_CONFIG"] = str(REPO_ROOT / "ansible.cfg")
+        return env
+
+    def playbook(self, path, *args: str, timeout: int = 1800) -> subprocess.CompletedProcess:
+        return subprocess.run([str(VENV_BIN / "ansible-playbook"), "-i", str(self.inventory), str(path), *args],
+                              cwd=REPO_ROOT, env=self.env(), capture_output=True, text=True, timeout=timeout, check=False)
+
+    def ansible(self, *args: str, timeout: int = 600) -> subprocess.CompletedProcess:
+        return subprocess.run([str(VENV_BIN / "ansible"), "-i", str(self.inventory), *args],
+                              cwd=REPO_ROOT, env=self.env(), capture_output=True, text=True, timeout=timeout, check=False)
+
+
+def bring_up(name: str, subnet: str, nodes: int, *, profile=(), preinstall=(), faults=(), captures=(),
+             os: str | None = None) -> SimCluster:
+    args = ["up", "--name", name, "--subnet", subnet, "--nodes", str(nodes)]
+    if os:
+        args += ["--os", os]
+    for p in profile:
+        args += ["--profile", p]
+    for p in preinstall:
+        args += ["--preinstall", p]
+    for f in faults:
+        args += ["--fault", f]
+    for c in captures:
+        args += ["--capture", c]
+    proc = subprocess.run([sys.executable, str(SIMCLUSTER), *args], capture_output=True, text=True, timeout=1200, check=False,
+                          cwd=REPO_ROOT)
+    if proc.returncode != 0:
+        raise RuntimeError(f"simcluster up {name} failed rc={proc.returncode}\n{proc.stdout}\n{proc.stderr[-4000:]}")
+    return SimCluster(name, simlib.load_state(name))
+
+
+def tear_down(name: str) -> None:
+    subprocess.run([sys.executable, str(SIMCLUSTER), "down", "--name", name], capture_output=True, text=True,
+                   timeout=300, check=False)
+
+
+def free_subnet() -> str:
+    """A /24 in 10.200.20-99 that no interface holds (10.200.0-19 are for named/dev clusters)."""
+    for third in range(20, 100):
+        subnet = f"10.200.{third}.0/24"
+        if simnet.address_in_use(str(ipaddress.ip_network(subnet).network_address + 1)) is None:
+            return subnet
+    raise RuntimeError("no free 10.200.x.0/24 subnet for a simulated cluster")
+
+
+def recap(output: str) -> dict:
+    """PLAY RECAP counters per host, summed over the plays of the run."""
+    totals: dict = {}
+    for host, fields in re.findall(r"^(\S+)\s+:\s+(ok=.*)$", output, re.M):
+        for key, value in re.findall(r"(\w+)=(\d+)", fields):
+            totals.setdefault(host, {}).setdefault(key, 0)
+            totals[host][key] += int(value)
+    return totals
+
+
+@contextmanager
+def cluster(name: str, nodes: int, **options):
+    """A simulated cluster for one module: skipped (saying why) where it cannot run, always torn down."""
+    reason = sim_skip_reason()
+    if reason:
+        pytest.skip(reason)
+    subnet = options.pop("subnet", None) or free_subnet()
+    try:
+        yield bring_up(name, subnet, nodes, **options)
+    finally:
+        tear_down(name)

@@ -1,0 +1,112 @@
+"""`pip install` gives a gpufleet that runs the collection it carries, from any directory; the
+collection also installs with ansible-galaxy from git; its tests need nothing beside the checkout."""
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import pytest
+from cli_helpers import REPO, clean_env, local_inventory, run_cli
+
+FILTERS = ["homogeneity", "homogeneity_findings", "preflight_report", "preflight_markdown", "preflight_summary_table",
+           "preflight_failure_messages", "preflight_console", "nccl_env", "preflight_node_summary",
+           "preflight_profile", "preflight_findings", "scale_hparams", "stack_plan"]
+
+
+@pytest.fixture(scope="module")
+def wheel(tmp_path_factory):
+    """A wheel built from a copy of the working tree (the build leaves nothing in the clone)."""
+    work = tmp_path_factory.mktemp("wheel")
+    listed = subprocess.run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"], cwd=REPO,
+                            capture_output=True, check=True).stdout.decode().split("\0")
+    source = work / "src"
+    for rel in filter(None, listed):
+        src = REPO / rel
+        if src.is_file() and not src.is_symlink():
+            (source / rel).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(src, source / rel)
+    subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation", "-w",
+                    str(work / "dist"), str(source)], check=True, capture_output=True)
+    return next((work / "dist").glob("gpufleet-*.whl"))
+
+
+def test_wheel_carries_the_collection_and_not_the_tests(wheel):
+    names = zipfile.ZipFile(wheel).namelist()
+    root = "gpufleet/_collection/ansible_collections/gpufleet/cluster/"
+    for needed in ("galaxy.yml", "meta/runtime.yml", "playbooks/preflight.yml", "playbooks/site.yml",
+                   "roles/preflight/tasks/main.yml", "plugins/modules/gpu_info.py", "ansible.cfg", "LICENSE",
+                   "docs/run-summary.schema.json"):
+        assert root + needed in names, needed
+    assert not any("/tests/" in n or "__pycache__" in n for n in names)
+    metadata = zipfile.ZipFile(wheel).read(next(n for n in names if n.endswith("METADATA"))).decode()
+    assert "Requires-Python: <3.14,>=3.10" in metadata
+    assert not re.search(r"Requires-Dist: (pytest|molecule|ansible-lint|torch)\b(?!.*extra)", metadata)
+
+
+def test_installed_wheel_runs_a_stage_from_another_directory(wheel, tmp_path):
+    target = tmp_path / "site"
+    subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--target", str(target), str(wheel)],
+                   check=True, capture_output=True)
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    env = clean_env(PYTHONPATH=str(target))
+    version = run_cli(["--version"], cwd=elsewhere, env=env)
+    assert version.rc == 0 and f"(package: {target}" in version.stdout
+    artifacts = elsewhere / "out"
+    result = run_cli(["run", "preflight", "-i", local_inventory(elsewhere / "inv.yml", hosts=("n1",)),
+                      "--artifacts", artifacts], cwd=elsewhere, env=env)
+    summary = json.loads((artifacts / "summary.json").read_text())
+    assert result.rc == summary["exit_code"] and result.rc in (0, 1), result.stderr  # fails checks without a GPU
+    assert summary["stage_names"] == {"Preflight the GPU nodes": "preflight"}
+    assert (artifacts / "reports" / "preflight.json").is_file()
+
+
+def test_collection_installs_from_git_with_ansible_galaxy(tmp_path):
+    head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=REPO, capture_output=True, text=True, check=True).stdout.strip()
+    requirements = tmp_path / "requirements.yml"
+    # the form docs/examples/requirements.yml documents, pointed at this clone
+    example = (REPO / "docs" / "examples" / "requirements.yml").read_text()
+    assert "type: git" in example
+    requirements.write_text(f"---\ncollections:\n  - name: git+file://{REPO}\n    type: git\n    version: {head}\n")
+    dest = tmp_path / "collections"
+    env = clean_env()
+    proc = subprocess.run([str(Path(sys.executable).parent / "ansible-galaxy"), "collection", "install", "-r",
+                           str(requirements), "-p", str(dest)], capture_output=True, text=True, env=env, check=False,
+                          cwd=tmp_path, timeout=300)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    installed = dest / "ansible_collections" / "gpufleet" / "cluster"
+    assert (installed / "MANIFEST.json").is_file() and (installed / "tests" / "fixtures" / "SOURCES.md").is_file()
+    check = subprocess.run([str(Path(sys.executable).parent / "ansible-playbook"), "--syntax-check", "-i", "localhost,",
+                            "gpufleet.cluster.site"], capture_output=True, text=True, cwd=tmp_path, check=False,
+                           env={**env, "ANSIBLE_COLLECTIONS_PATH": str(dest)})
+    assert check.returncode == 0, check.stdout + check.stderr
+
+
+def test_every_filter_shows_its_own_documentation():
+    proc = subprocess.run([str(Path(sys.executable).parent / "ansible-doc"), "-t", "filter", "--json",
+                           *[f"gpufleet.cluster.{name}" for name in FILTERS]], capture_output=True, text=True,
+                          cwd=REPO, env=clean_env(ANSIBLE_CONFIG=str(REPO / "ansible.cfg")), check=False)
+    assert proc.returncode == 0, proc.stderr
+    docs = json.loads(proc.stdout)
+    for name in FILTERS:
+        doc = docs[f"gpufleet.cluster.{name}"]["doc"]
+        assert doc["name"] == name, (name, doc["name"])
+        assert doc["short_description"] and doc.get("description")
+
+
+def test_fixtures_live_in_the_project_with_their_sources():
+    from fixtures_path import FIXTURES
+
+    assert FIXTURES == REPO / "tests" / "fixtures"
+    captures = [p for p in FIXTURES.rglob("*") if p.is_file() and p.name != "SOURCES.md"]
+    assert len(captures) >= 40
+    for path in captures:
+        # Listed in the top SOURCES.md, or in one beside it (a set added with its own, e.g. repo/).
+        listed = [d / "SOURCES.md" for d in (FIXTURES, path.parent) if (d / "SOURCES.md").exists()]
+        assert any(path.name in f.read_text() for f in listed), f"{path} is not listed in a SOURCES.md"
+    assert "shared" not in os.fspath(FIXTURES)

@@ -1,0 +1,114 @@
+"""docs/compatibility.md's tables are rendered from the compat_* data modules; this test fails when
+the data changes and the document does not. Rewrite the tables with:
+    .venv/bin/python tests/unit/plugins/module_utils/test_compat_doc.py
+"""
+
+import sys
+from pathlib import Path
+
+_REPO = Path(__file__).resolve().parents[4]
+if __name__ == "__main__":  # pragma: no cover - run as a script
+    sys.path.insert(0, str(_REPO / "collections"))
+
+from ansible_collections.gpufleet.cluster.plugins.module_utils import compat_data as d  # noqa: E402
+from ansible_collections.gpufleet.cluster.plugins.module_utils.stack_solver import (  # noqa: E402
+    fabricmanager_packages, repository_cuda_releases, vkey)
+
+DOC = _REPO / "docs" / "compatibility.md"
+START = "## Tables (generated from the compat_* modules)\n"
+END = "## Sources and what was checked\n"
+
+
+def _steps(rule, flavour):
+    return "; ".join("%s %s%s" % (s["action"], " ".join(s["packages"]),
+                                  (" (" + " ".join(s["options"]) + ")") if s["options"] else "")
+                     for s in rule[flavour]["switch_to"])
+
+
+def render_tables():
+    out = []
+    w = out.append
+    w("### CUDA toolkits (Table 3 minimum driver per release, minor-version floor, NCCL)\n")
+    w("| CUDA | release | Table 3 min driver (Linux) | minor-compat floor | libnccl2 version in NVIDIA's repo | package |")
+    w("|---|---|---|---|---|---|")
+    for c in sorted(d.CUDA_TOOLKITS, key=vkey):
+        e = d.CUDA_TOOLKITS[c]
+        for r in sorted(e["updates"], key=vkey):
+            tag = " (GA)" if r.endswith(".0") else ""
+            inst = " ← installed" if r == e["full_version"] else ""
+            w("| %s | %s%s%s | %s | %s | %s | cuda-toolkit-%s |" % (
+                c, r, tag, inst, e["updates"][r], e["driver_min_minor_compat"], e["nccl"], c.replace(".", "-")))
+    w("\n### Compute capability → CUDA support\n")
+    w("| CC | first CUDA | last CUDA | source |")
+    w("|---|---|---|---|")
+    for cc in sorted(d.CC_SUPPORT, key=vkey):
+        e = d.CC_SUPPORT[cc]
+        w("| %s | %s | %s | %s |" % (cc, e["first_cuda"], e["last_cuda"] or "–", e["source"]))
+    w("\n### Driver branches\n")
+    w("| branch | type | end of life | max CUDA (full features) | recommended (fabric manager at the same version) | releases |")
+    w("|---|---|---|---|---|---|")
+    for b in sorted(d.DRIVER_BRANCHES, key=vkey):
+        e = d.DRIVER_BRANCHES[b]
+        if e.get("eol"):
+            eol = "yes" + (" (%s)" % e["eol_date"] if e.get("eol_date") else "")
+        else:
+            eol = "no (until %s)" % e["eol_date"] if e.get("eol_date") else "no"
+        row = (b, e.get("type") or "not sourced", eol, e["max_cuda"], e["recommended"], ", ".join(e["versions"]))
+        w("| R%s | %s | %s | %s | %s | %s |" % row)
+    w("\nDefault branch order when the request names none: %s." % ", ".join("R" + b for b in d.DEFAULT_BRANCH_PREFERENCE))
+    w("\n### PyTorch wheels\n")
+    w("| torch | CUDA variants (download.pytorch.org/whl/<variant>) | default PyPI variant | torchvision | torchaudio | NCCL in the default wheel |")
+    w("|---|---|---|---|---|---|")
+    for t in sorted(d.TORCH_RELEASES, key=vkey):
+        e = d.TORCH_RELEASES[t]
+        w("| %s | %s | %s | %s | %s | %s |" % (t, ", ".join(e["variants"]), e.get("default_variant") or "not sourced",
+                                               e["torchvision"], e["torchaudio"], e.get("bundled_nccl") or "not recorded"))
+    w("\n### Repositories and the CUDA releases they carry\n")
+    w("| os | repository path | family | CUDA carried | bound sourced |")
+    w("|---|---|---|---|---|")
+    for k in sorted(d.REPO_DISTROS):
+        distro, fam, _graph = d.REPO_DISTROS[k]
+        rng = d.REPO_CUDA_RANGE[distro]
+        w("| %s | %s/%s/{x86_64,sbsa}/ | %s | %s | %s |" % (
+            k, d.CUDA_REPO_BASE, distro, fam, ", ".join(repository_cuda_releases(distro)),
+            ", ".join(rng["verified"]) or "none (assumed open)"))
+    w("\n### Driver package graphs (names without versions, NVIDIA's install order)\n")
+    w("| OS graph | branches | open | proprietary | switch to open | switch to proprietary | fabric manager | verified |")
+    w("|---|---|---|---|---|---|---|---|")
+    for graph, rules in d.DRIVER_PACKAGE_GRAPHS.items():
+        for i, r in enumerate(rules):
+            nxt = rules[i + 1]["from_branch"] if i + 1 < len(rules) else None
+            span = "R%s–%s" % (r["from_branch"], "R%d" % (int(nxt) - 1) if nxt else "")
+            fm = ", ".join(fabricmanager_packages(graph, r["from_branch"])).replace(r["from_branch"], "{B}")
+            w("| %s | %s | %s | %s | %s | %s | %s | names %s, switch %s |" % (
+                graph, span, ", ".join(r["open"]["packages"]), ", ".join(r["proprietary"]["packages"]),
+                _steps(r, "open"), _steps(r, "proprietary"), fm,
+                "yes" if r["verified"]["packages"] else "pattern", "yes" if r["verified"]["switch"] else "pattern"))
+    w("\nSources per graph:\n")
+    for graph, rules in d.DRIVER_PACKAGE_GRAPHS.items():
+        for r in rules:
+            w("- **%s from R%s**: %s" % (graph, r["from_branch"], r["source"]))
+    w("- **fabric manager**: %s" % d.FABRIC_MANAGER_PACKAGES["source"])
+    w("\n### Rule ids\n")
+    w("| rule | what holds in every plan |")
+    w("|---|---|")
+    for k in sorted(d.RULES):
+        w("| `%s` | %s |" % (k, d.RULES[k]))
+    return "\n".join(out) + "\n\n"
+
+
+def _split(text):
+    head, rest = text.split(START, 1)
+    _tables, tail = rest.split(END, 1)
+    return head, _tables, tail
+
+
+def test_doc_tables_match_the_data():
+    _head, tables, _tail = _split(DOC.read_text())
+    assert tables == "\n" + render_tables(), "docs/compatibility.md tables are stale; run this file as a script"
+
+
+if __name__ == "__main__":  # pragma: no cover
+    head, _tables, tail = _split(DOC.read_text())
+    DOC.write_text(head + START + "\n" + render_tables() + END + tail)
+    print("rewrote the tables in %s" % DOC)

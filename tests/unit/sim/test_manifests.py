@@ -1,0 +1,201 @@
+"""The simulated NVIDIA repositories: sourced manifests, built exactly as listed, and kept apart
+from the project's roles and plugins (no simulated cluster needed)."""
+
+from __future__ import annotations
+
+import ast
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+SIM_DIR = Path(__file__).resolve().parents[2] / "sim"
+sys.path.insert(0, str(SIM_DIR))
+
+from gfsim import manifest as manifest_lib  # noqa: E402
+from gfsim import packages  # noqa: E402
+
+MANIFESTS = manifest_lib.load_all()
+
+
+def test_the_two_repositories_are_there():
+    assert {"ubuntu2204", "debian12"} <= set(MANIFESTS)
+    for name, m in MANIFESTS.items():
+        assert m.path == f"compute/cuda/repos/{name}/x86_64"
+
+
+@pytest.mark.parametrize("name", sorted(MANIFESTS))
+def test_every_entry_cites_a_source_listed_in_sources_md(name):
+    m = MANIFESTS[name]
+    sources_md = (manifest_lib.MANIFEST_DIR / "SOURCES.md").read_text()
+    cited = {k for e in m.entries for k in e.source}
+    cited |= {k for r in m.driver_releases for k in r["source"]}
+    cited |= set(m.keyring["source"])
+    assert cited, name
+    for key in cited:
+        assert key in m.sources and m.sources[key].strip(), f"{name}: {key}"
+        assert re.search(rf"(^|[\s|,]){re.escape(key)}([\s|,]|$)", sources_md, re.M), f"SOURCES.md lacks {key}"
+    for e in m.entries:
+        assert e.source, f"{name}: {e.name}={e.version}"
+
+
+def test_a_manifest_entry_without_a_source_is_refused(tmp_path):
+    text = (manifest_lib.MANIFEST_DIR / "debian12.yml").read_text()
+    marker = "    source:\n      - dcgm-debian12\n"
+    assert marker in text
+    broken = text.replace(marker, "    source: []\n")
+    path = tmp_path / "debian12.yml"
+    path.write_text(broken)
+    with pytest.raises(manifest_lib.ManifestError, match="datacenter-gpu-manager.*no source"):
+        manifest_lib.load(path)
+    path.write_text(text.replace(marker, "    source: [no-such-key]\n"))
+    with pytest.raises(manifest_lib.ManifestError, match="unknown source"):
+        manifest_lib.load(path)
+
+
+def test_ubuntu_names_are_the_ones_nvidia_documents():
+    m = MANIFESTS["ubuntu2204"]
+    names = m.names()
+    assert {"nvidia-kernel-open-535", "cuda-drivers-535", "nvidia-fabricmanager-535",
+            "cuda-drivers-570", "nvidia-fabricmanager-570"} <= names
+    assert "nvidia-driver-535-open" not in names        # Canonical's archive name, not NVIDIA's repository
+    assert {"535.54.03-1", "535.104.05-1", "535.183.01-1"} <= set(m.versions("cuda-drivers-535"))
+    assert set(m.versions("cuda-toolkit-12-2")) == {"12.2.2-1"}
+
+
+def test_debian12_has_debian_names_and_no_r535_or_cuda_before_12_3():
+    m = MANIFESTS["debian12"]
+    names = m.names()
+    assert {"nvidia-driver", "nvidia-kernel-dkms", "nvidia-kernel-open-dkms", "cuda-drivers-550"} <= names
+    assert not any(n.endswith("-535") or n.startswith("nvidia-driver-5") for n in names)
+    assert not [u for u in m.driver_upstreams() if u.startswith("535.")]
+    assert "cuda-toolkit-12-2" not in names and "cuda-toolkit-12-3" in names
+
+
+def test_preinstall_pins_every_flavour_package_and_refuses_unknown_releases():
+    m = MANIFESTS["ubuntu2204"]
+    pins = m.preinstall_pins("535.54.03", "proprietary")
+    assert "nvidia-dkms-535=535.54.03-0ubuntu1" in pins and "cuda-drivers-535=535.54.03-1" in pins
+    assert not any("open" in p for p in pins)
+    assert "nvidia-kernel-open-535=535.54.03-0ubuntu1" in m.preinstall_pins("535.54.03", "open")
+    assert set(m.preinstall_auto("535.54.03", "open")) == {
+        p.split("=")[0] for p in m.preinstall_pins("535.54.03", "open")} - {"nvidia-kernel-open-535", "cuda-drivers-535"}
+    with pytest.raises(manifest_lib.ManifestError, match=r"debian12.*no driver 535\.183\.01.*550\.54\.15"):
+        MANIFESTS["debian12"].preinstall_pins("535.183.01", "open")
+
+
+def _control_fields(deb: Path) -> dict:
+    text = subprocess.run(["dpkg-deb", "-f", str(deb)], capture_output=True, text=True, check=True).stdout
+    return {k.strip(): v.strip() for k, v in (line.split(":", 1) for line in text.splitlines() if ":" in line
+                                              and not line.startswith(" "))}
+
+
+def _parse_index(text: str) -> list[dict]:
+    stanzas = []
+    for block in text.strip().split("\n\n"):
+        fields = {}
+        for line in block.splitlines():
+            if line.startswith(" ") or ":" not in line:
+                continue
+            key, value = line.split(":", 1)
+            fields[key] = value.strip()
+        stanzas.append(fields)
+    return stanzas
+
+
+@pytest.mark.skipif(shutil.which("dpkg-deb") is None or shutil.which("apt-ftparchive") is None,
+                    reason="needs dpkg-deb and apt-ftparchive (apt-get install dpkg-dev apt-utils)")
+@pytest.mark.parametrize("name", sorted(MANIFESTS))
+def test_built_packages_index_lists_exactly_the_manifest(name, tmp_path):
+    m = MANIFESTS[name]
+    packages.build_manifest_debs(m, tmp_path)
+    index = subprocess.run(["apt-ftparchive", "packages", "."], cwd=tmp_path, capture_output=True,
+                           text=True, check=True).stdout
+    served = {(s["Package"], s["Version"]): s for s in _parse_index(index)}
+    wanted = {(e.name, e.version): e for e in m.entries}
+    assert set(served) == set(wanted)
+    for key, entry in wanted.items():
+        stanza = served[key]
+        for field, values in (("Depends", entry.depends), ("Provides", entry.provides),
+                              ("Conflicts", entry.conflicts), ("Replaces", entry.replaces)):
+            assert stanza.get(field, "") == ", ".join(values), f"{key} {field}"
+    # A kernel-module package says which flavour it is; userspace says its version.
+    kmod = next(e for e in m.entries if e.payload["kind"] == "kmod" and e.payload["flavour"] == "open")
+    deb = next(tmp_path.glob(f"{kmod.name}_{kmod.version.split(':')[-1]}_*.deb"))
+    listing = subprocess.run(["dpkg-deb", "--fsys-tarfile", str(deb)], capture_output=True, check=True).stdout
+    assert b"usr/lib/gpufleet-sim/kernel_module" in listing
+    assert _control_fields(deb)["Package"] == kmod.name
+
+
+def _python_sources() -> list[Path]:
+    return list(SIM_DIR.rglob("*.py")) + [p for p in (SIM_DIR / "standins").iterdir() if p.is_file()]
+
+
+def test_nothing_under_tests_sim_reads_the_projects_roles_or_plugins():
+    offenders = []
+    for path in _python_sources():
+        text = path.read_text(errors="replace")
+        if path.suffix == ".py":
+            for node in ast.walk(ast.parse(text)):
+                if isinstance(node, (ast.Import, ast.ImportFrom)):
+                    mods = [a.name for a in node.names] if isinstance(node, ast.Import) else [node.module or ""]
+                    offenders += [f"{path}: import {m}" for m in mods
+                                  if m.split(".")[0] in ("plugins", "roles", "ansible_collections", "gpufleet")]
+                if isinstance(node, ast.Constant) and isinstance(node.value, str):
+                    if re.search(r"(^|/)(plugins|roles)/|compat_data|module_utils", node.value):
+                        offenders.append(f"{path}: string {node.value[:60]!r}")
+        elif re.search(r"(^|/)(plugins|roles)/|compat_data", text):
+            offenders.append(f"{path}: names the project's data")
+    for path in manifest_lib.MANIFEST_DIR.glob("*.yml"):
+        if re.search(r"compat_data|plugins/|roles/", path.read_text()):
+            offenders.append(f"{path}: names the project's data")
+    assert offenders == []
+
+
+# --- the nvidia-smi stand-in reads what is installed ---------------------------------------
+
+FIXTURE = Path(os.environ.get("GPUFLEET_FIXTURES", SIM_DIR.parents[2] / "shared" / "fixtures"))
+H100 = FIXTURE / "nvidia-smi-q" / "h100-sxm-80gb-hbm3-x8-drv535.183.01-cuda12.2.txt"
+
+
+def _smi(tmp_path, *args, userspace=None, kmod=None, requires_open=False, capture=H100):
+    etc, lib, run = tmp_path / "etc", tmp_path / "lib", tmp_path / "run"
+    for d in (etc, lib, run):
+        d.mkdir(exist_ok=True)
+    (etc / "node.json").write_text(
+        '{"profile": "p", "faults": [], "requires_open_modules": %s, "gpu_capture": %s}'
+        % ("true" if requires_open else "false", f'"{capture}"' if capture else "null"))
+    (etc / "ecc.json").write_text('{"current": "Enabled", "pending": "Enabled"}')
+    for name, value in (("userspace_version", userspace), ("kernel_module", kmod)):
+        if value is not None:
+            (lib / name).write_text(value + "\n")
+    env = dict(os.environ, GPUFLEET_SIM_ETC=str(etc), GPUFLEET_SIM_DRIVER_DIR=str(lib), GPUFLEET_SIM_RUN=str(run))
+    return subprocess.run([sys.executable, str(SIM_DIR / "standins" / "nvidia_smi.py"), *args],
+                          capture_output=True, text=True, env=env, check=False)
+
+
+@pytest.mark.skipif(not H100.exists(), reason=f"fixture {H100} missing")
+def test_nvidia_smi_reports_the_installed_module_and_refuses_wrong_combinations(tmp_path):
+    ok = _smi(tmp_path, "--query-gpu=driver_version", "--format=csv,noheader",
+              userspace="535.104.05", kmod="535.104.05 proprietary")
+    assert ok.returncode == 0 and set(ok.stdout.split()) == {"535.104.05"}, ok.stdout + ok.stderr
+    (tmp_path / "a").mkdir()
+    no_module = _smi(tmp_path / "a", userspace="535.104.05")
+    assert no_module.returncode == 9 and "couldn't communicate with the NVIDIA driver" in no_module.stdout
+    (tmp_path / "b").mkdir()
+    mismatch = _smi(tmp_path / "b", "-q", userspace="550.54.15", kmod="535.104.05 open")
+    assert mismatch.returncode == 18
+    assert mismatch.stdout.splitlines() == ["Failed to initialize NVML: Driver/library version mismatch",
+                                            "NVML library version: 550.54"]
+    (tmp_path / "c").mkdir()
+    blackwell = _smi(tmp_path / "c", "-L", userspace="570.124.06", kmod="570.124.06 proprietary",
+                     requires_open=True, capture=None)
+    assert blackwell.returncode == 6 and blackwell.stdout == "No devices were found\n"
+    (tmp_path / "d").mkdir()
+    no_capture = _smi(tmp_path / "d", "-L", userspace="570.124.06", kmod="570.124.06 open",
+                      requires_open=True, capture=None)
+    assert no_capture.returncode == 2 and "PCI ids only" in no_capture.stdout
