@@ -14,7 +14,7 @@ from pathlib import Path
 import jsonschema
 import pytest
 
-from conftest import VENV_BIN, bring_up, free_subnet, sim_skip_reason, tear_down
+from simharness import VENV_BIN, cluster as sim_cluster
 
 pytestmark = [pytest.mark.sim, pytest.mark.slow]
 
@@ -24,15 +24,9 @@ SCHEMA = json.loads((REPO / "docs" / "run-summary.schema.json").read_text())
 
 @pytest.fixture(scope="module")
 def cluster():
-    reason = sim_skip_reason()
-    if reason:
-        pytest.skip(reason)
-    name = "diag-accept"
-    try:
-        yield bring_up(name, free_subnet(), 4, preinstall=["driver=535.183.01", "torch"],
-                       faults=["node2=gpu-diag-fail", "node3=link-slow"])
-    finally:
-        tear_down(name)
+    with sim_cluster("diag-accept", 4, preinstall=["driver=535.183.01", "torch"],
+                     faults=["node2=gpu-diag-fail", "node3=link-slow"]) as running:
+        yield running
 
 
 def test_validate_names_the_diag_failure_and_the_slow_node(cluster, tmp_path):
