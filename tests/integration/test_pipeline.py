@@ -51,7 +51,8 @@ def test_healthy_validate_run_exits_0_with_a_complete_summary(cluster, tmp_path)
     for play in ("Check GPU node health", "Prove the cluster trains"):
         assert sum(1 for line in progress if play in line) == 2, proc.stdout
     node = summary["nodes"]["node1"]
-    assert set(node["stages"]) == {"Check GPU node health", "Prove the cluster trains"}
+    assert set(node["stages"]) == {"Check GPU node health", "Run the GPU diagnostics", "Find slow nodes and links",
+                                   "Prove the cluster trains"}
     assert node["versions"]["driver"] == "535.183.01" and node["versions"]["torch"] == "2.13.0+cpu"
     # The smoke verdict is there, and a CPU run says gloo, never NCCL.
     assert summary["smoke"]["passed"] is True and summary["smoke"]["backend"] == "gloo"

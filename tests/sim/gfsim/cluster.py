@@ -332,6 +332,8 @@ def inventory_data(state: dict) -> dict:
         "gpufleet_pytorch_wheel_dir": nodelib.WHEELS_MOUNT,
         "gpufleet_pytorch_override": {"version": "2.13.0", "variant": "cpu"},
         "gpufleet_pci_sysfs_path": "/" + hardware.PCI_TREE,
+        # The stand-in dcgmi has captured output for level 1 only (tests/fixtures/diagnostics/SOURCES.md).
+        "gpu_diagnostics_level": 1,
     }
     return {"all": {"children": {"gpu_nodes": {"hosts": hosts, "vars": group_vars}}}}
 

@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 
 from . import util
-from .util import FIXTURES_DIR, STANDINS_DIR
+from .util import FIXTURES_DIR, REPO_ROOT, STANDINS_DIR
 
 sys.path.insert(0, str(STANDINS_DIR))
 import capture as capture_lib  # noqa: E402  (stdlib-only module shared with the stand-ins)
@@ -79,12 +79,21 @@ PROFILES = {
     },
 }
 
-GPU_FAULTS = {"ecc-uncorrectable", "ecc-disabled", "remap-pending", "remap-failure", "gpu-missing"}
+GPU_FAULTS = {"ecc-uncorrectable", "ecc-disabled", "remap-pending", "remap-failure", "gpu-missing",
+              "gpu-diag-fail"}
 IB_FAULTS = {"ib-port-down"}
 NET_FAULTS = {"link-cut", "link-slow"}
 FAULTS = sorted(GPU_FAULTS | IB_FAULTS | NET_FAULTS)
 
 NODE_ETC = "etc/gpufleet-sim"
+# Real `dcgmi diag -r 1 -j` documents the stand-in dcgmi replays (tests/fixtures/diagnostics/SOURCES.md):
+# a pass on a healthy node, the failing one under the `gpu-diag-fail` fault.
+DCGM_CAPTURES = {
+    "dcgm_pass": REPO_ROOT / "tests/fixtures/diagnostics/dcgm/dcgm3.1.0-r1-8gpu-pass-warning-prefix-nvidia-jsonresulttests.txt",
+    "dcgm_fail": REPO_ROOT / "tests/fixtures/diagnostics/dcgm/dcgm4.2.3-r1-gb10-software-fail-persistence-exit226.json",
+}
+# The stand-in DCGM package ships a placeholder /usr/bin/dcgmi; after every dpkg run this hook points
+# it at the stand-in (as the image does for ibstat), so `dcgmi` exists only once the package is installed.
 PCI_TREE = "opt/gpufleet-sim/sys/bus/pci/devices"
 
 
@@ -128,6 +137,10 @@ def write_node_hardware(merged: Path, node: str, hw: dict, faults: list[str]) ->
             config[f"{kind}_capture"] = None
             continue
         dest = captures / f"{kind}-{Path(src).name}"
+        shutil.copyfile(src, dest)
+        config[f"{kind}_capture"] = "/" + str(dest.relative_to(merged))
+    for kind, src in DCGM_CAPTURES.items():
+        dest = captures / f"{kind}-{src.name}"
         shutil.copyfile(src, dest)
         config[f"{kind}_capture"] = "/" + str(dest.relative_to(merged))
     util.write_json(etc / "node.json", config)

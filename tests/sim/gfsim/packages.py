@@ -116,7 +116,9 @@ def payload_files(entry: Entry) -> tuple[dict, dict, str, str]:
         unit = ("[Unit]\nDescription=NVIDIA DCGM service\n\n[Service]\nType=simple\n"
                 "ExecStart=/usr/bin/nv-hostengine -n --service-account nvidia-dcgm\n\n"
                 "[Install]\nWantedBy=multi-user.target\n")
-        return ({"/usr/bin/dcgmi": (f"#!/bin/sh\necho 'Version : {up}'\n", 0o755),
+        # dcgmi is the stand-in that replays real `dcgmi diag` captures, told the package's version.
+        dcgmi = f"#!/bin/sh\nGPUFLEET_SIM_DCGM_VERSION='{up}' exec /usr/bin/python3 /usr/lib/gpufleet-sim/standins/dcgmi \"$@\"\n"
+        return ({"/usr/bin/dcgmi": (dcgmi, 0o755),
                  "/usr/bin/nv-hostengine": ("#!/bin/sh\nexec sleep infinity\n", 0o755),
                  "/lib/systemd/system/nvidia-dcgm.service": (unit, 0o644)}, {}, "", "")
     raise ValueError(f"{entry.name}: no stand-in for payload kind {kind!r}")

@@ -106,7 +106,8 @@ def test_fixtures_live_in_the_project_with_their_sources():
     captures = [p for p in FIXTURES.rglob("*") if p.is_file() and p.name != "SOURCES.md"]
     assert len(captures) >= 40
     for path in captures:
-        # Listed in the top SOURCES.md, or in one beside it (a set added with its own, e.g. repo/).
-        listed = [d / "SOURCES.md" for d in (FIXTURES, path.parent) if (d / "SOURCES.md").exists()]
+        # Listed in the top SOURCES.md, or in one at the root of its set (e.g. repo/, diagnostics/).
+        dirs = [d for d in path.parents if d == FIXTURES or FIXTURES in d.parents]
+        listed = [d / "SOURCES.md" for d in dirs if (d / "SOURCES.md").exists()]
         assert any(path.name in f.read_text() for f in listed), f"{path} is not listed in a SOURCES.md"
     assert "shared" not in os.fspath(FIXTURES)

@@ -1,0 +1,161 @@
+# -*- coding: utf-8 -*-
+# Copyright: gpufleet engineers
+# Apache-2.0 (see galaxy.yml)
+"""Naming the slow node or link from bandwidth measurements: pure functions.
+
+PRIVATE to the gpufleet.cluster collection; no AnsibleModule import.
+
+The procedure (roles/bandwidth_isolation):
+
+1. **Ring**: every node sends to its successor at the same time (the traffic pattern of a ring
+   all-reduce). Each directed link gets a figure. If none is below the floor, stop.
+2. **Per node**: each node's intra-node figure (loopback here; NVLink/NCCL on GPU nodes) tells a slow
+   node from a slow network.
+3. **Pairs**: the endpoints of the slow ring links are suspects; each suspect is measured against a
+   reference node that touched no slow link, in both directions. A suspect slow against a good
+   reference is the slow node; a slow ring link whose two endpoints are both fine against references
+   is a slow link (cable, switch port). This halves the candidates at each step instead of measuring
+   all N(N-1)/2 pairs (imbue isolates slow hosts with pairwise runs the same way).
+
+Each slow ring link is also measured again alone; a link that is fast alone is cleared (its ring
+figure was crowded out), not blamed.
+
+A figure is slow when it is below ``fraction`` x the median of the faster half of its group (ring links, or per-node
+figures) or below ``min_gbps`` when that is set. 0.5 follows imbue's ib_burn acceptance (per-link
+throughput 0.50-1.00 of line rate, reference/health-checks.md); the median makes it relative, since
+the achievable rate depends on the transport (sockets on CPU nodes, RDMA on real ones).
+"""
+
+from __future__ import annotations
+
+from ansible_collections.gpufleet.cluster.plugins.module_utils.findings import make_finding
+
+DEFAULT_FRACTION = 0.5
+
+
+def ring_links(nodes):
+    """Directed ring (a -> successor) over the nodes in the given order; [] below two nodes."""
+    nodes = list(nodes)
+    if len(nodes) < 2:
+        return []
+    return [{"src": nodes[i], "dst": nodes[(i + 1) % len(nodes)]} for i in range(len(nodes))]
+
+
+def median(values):
+    values = sorted(v for v in values if v is not None)
+    if not values:
+        return None
+    mid = len(values) // 2
+    return values[mid] if len(values) % 2 else (values[mid - 1] + values[mid]) / 2.0
+
+
+def floor_for(values, fraction=DEFAULT_FRACTION, min_gbps=None):
+    """The slow/fast boundary of a group of Gb/s figures: ``fraction`` x the median of the faster half,
+    so a small ring where most links are slow still has a fast reference."""
+    ordered = sorted(v for v in values if v is not None)
+    med = median(ordered[len(ordered) // 2:])
+    relative = med * fraction if med is not None else None
+    if min_gbps:
+        return max(relative or 0.0, float(min_gbps))
+    return relative
+
+
+def slow_entries(entries, floor):
+    """Entries (dicts with ``gbps``) below the floor; a missing figure (a failed test) is slow."""
+    return [e for e in entries if e.get("gbps") is None or (floor is not None and e["gbps"] < floor)]
+
+
+def isolation_pairs(nodes, slow_links):
+    """Directed pair tests that separate slow nodes from slow links (both directions per pair)."""
+    suspects = []
+    for link in slow_links:
+        for node in (link["src"], link["dst"]):
+            if node not in suspects:
+                suspects.append(node)
+    references = [n for n in nodes if n not in suspects]
+    if not references:
+        # Every node touched a slow link (on a small ring a slow sender also delays the ACKs of what
+        # it receives): measure every pair, one at a time, so no test shares a link with another.
+        pairs = [{"src": a, "dst": b} for a in nodes for b in nodes if a != b]
+        return suspects, pairs
+    # Each slow ring link is measured again alone: a figure crowded out by the concurrent ring (or by
+    # a neighbour on a shared machine) is cleared instead of blamed.
+    pairs = [{"src": link["src"], "dst": link["dst"]} for link in slow_links]
+    for i, suspect in enumerate(suspects):
+        ref = references[i % len(references)]
+        pairs.append({"src": suspect, "dst": ref})
+        pairs.append({"src": ref, "dst": suspect})
+    return suspects, pairs
+
+
+def name_culprits(nodes, ring, per_node, pairs, fraction=DEFAULT_FRACTION, min_gbps=None, transport="socket"):
+    """Findings naming the slow nodes and links, and the verdict data for the report.
+
+    ``ring`` and ``pairs`` are lists of {src, dst, gbps}; ``per_node`` maps node -> {gbps}."""
+    findings = []
+    ring_floor = floor_for([e.get("gbps") for e in ring], fraction, min_gbps)
+    slow_ring = slow_entries(ring, ring_floor)
+    node_floor = floor_for([v.get("gbps") for v in per_node.values()], fraction)
+    unit = "Gb/s (%s)" % transport
+    for node, entry in sorted(per_node.items()):
+        if entry.get("gbps") is None or (node_floor is not None and entry["gbps"] < node_floor):
+            # A warn: a socket loopback measures the host's CPU, which neighbours share and which
+            # swings several-fold under load (measured here: 8 to 33 Gb/s between idle nodes).
+            findings.append(make_finding(
+                "BANDWIDTH_NODE_SLOW_INTRA", "warn", node,
+                "intra-node bandwidth %s %s is below %s (%.0f%% of the cluster median)" % (
+                    entry.get("gbps"), unit, _r(node_floor), fraction * 100),
+                "The node itself is slow (CPU/memory/GPU): compare its GEMM and bandwidth figures, check throttling",
+                value=entry.get("gbps"), threshold=_r(node_floor), transport=transport))
+    slow_nodes = set()
+    cleared = []
+    if slow_ring:
+        suspects, _planned = isolation_pairs(nodes, slow_ring)
+        pair_floor = ring_floor
+        for suspect in suspects:
+            mine = [p for p in pairs if suspect in (p["src"], p["dst"])]
+            sends = [p for p in mine if p["src"] == suspect]
+            receives = [p for p in mine if p["dst"] == suspect]
+            # A port can be slow one way only (a shaped or renegotiated transmit side), so a node is
+            # slow when every test in one direction against good nodes is slow.
+            slow_dirs = [name for name, tests in (("sending", sends), ("receiving", receives))
+                         if tests and all(_is_slow(p, pair_floor) for p in tests)]
+            if slow_dirs:
+                slow_nodes.add(suspect)
+                worst = min(mine, key=lambda p: p.get("gbps") or 0.0)
+                findings.append(make_finding(
+                    "BANDWIDTH_NODE_SLOW", "fail", suspect,
+                    "%s is slow %s against good nodes: %s %s, floor %s" % (
+                        suspect, " and ".join(slow_dirs),
+                        ", ".join("%s->%s %s" % (p["src"], p["dst"], _r(p.get("gbps"))) for p in mine),
+                        unit, _r(pair_floor)),
+                    "Check the node's network port: link speed and errors (ethtool, ibstat, perfquery), cable, "
+                    "switch port, traffic shaping (tc qdisc); then rerun validate",
+                    value=worst.get("gbps"), threshold=_r(pair_floor), transport=transport,
+                    direction=slow_dirs, pairs=[dict(p) for p in mine]))
+        for link in slow_ring:
+            if link["src"] in slow_nodes or link["dst"] in slow_nodes:
+                continue
+            retest = [p for p in pairs if (p["src"], p["dst"]) == (link["src"], link["dst"])]
+            if retest and not any(_is_slow(p, pair_floor) for p in retest):
+                cleared.append(link)
+                continue
+            for node in (link["src"], link["dst"]):
+                findings.append(make_finding(
+                    "BANDWIDTH_LINK_SLOW", "fail", node,
+                    "link %s->%s at %s %s is below %s while both nodes are fast against others" % (
+                        link["src"], link["dst"], _r(link.get("gbps")), unit, _r(ring_floor)),
+                    "Check the path between the two nodes: cables, switch ports, routing",
+                    value=link.get("gbps"), threshold=_r(ring_floor), transport=transport,
+                    link="%s->%s" % (link["src"], link["dst"])))
+    return findings, {"ring_floor_gbps": _r(ring_floor), "node_floor_gbps": _r(node_floor),
+                      "slow_ring_links": slow_ring, "slow_nodes": sorted(slow_nodes),
+                      "cleared_links": cleared}
+
+
+def _is_slow(entry, floor):
+    return entry.get("gbps") is None or (floor is not None and entry["gbps"] < floor)
+
+
+def _r(value):
+    return None if value is None else round(float(value), 3)

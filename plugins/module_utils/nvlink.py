@@ -1,0 +1,177 @@
+# -*- coding: utf-8 -*-
+# Copyright: gpufleet engineers
+# Apache-2.0 (see galaxy.yml)
+"""NVLink and NVSwitch fabric health: ``nvidia-smi nvlink -s`` / ``-e`` parsed and judged.
+
+PRIVATE to the gpufleet.cluster collection; no AnsibleModule import.
+
+Output shapes (reference/health-checks.md e.3): a ``GPU n: <name> (UUID: ...)`` header, then one
+``Link k: 25 GB/s`` line per link (``<inactive>`` for a down link); when every link of a GPU is
+down nvidia-smi prints ``NVML: Unable to retrieve NVLink information as all links are inactive``
+(Azure HPC health checks' test data). ``-e`` prints ``Link k: Replay Errors: 0`` lines.
+
+Judgement and sources:
+
+* a link ``<inactive>`` or a GPU with all links inactive fails (Azure NHC2016, imbue, gcm);
+* a link slower than the expected per-link rate fails: checking only for ``<inactive>`` misses a
+  degraded link (reference: a stored H200 sample with one link at 1.562 GB/s);
+* fewer links than the model has fails (H100/H200 18 x 26.562 GB/s, A100 12 x 25 GB/s: public
+  ``nvlink -s`` captures, reference/health-checks.md);
+* error counters above ``error_max`` (default 0) warn: gcm ``dcgmi nvlink -e`` flags > 0, imbue warns
+  at a total >= 5; they are counters since driver load, so a warn, not a verdict;
+* on NVSwitch systems every GPU's fabric state must be Completed/Success (nvidia-smi ``-q``
+  ``Fabric`` section) and the fabric manager must run (imbue ``systemctl is-active
+  nvidia-fabricmanager``; AWS: FM down -> RESET).
+"""
+
+from __future__ import annotations
+
+import re
+
+from ansible_collections.gpufleet.cluster.plugins.module_utils.findings import make_finding
+from ansible_collections.gpufleet.cluster.plugins.module_utils.nvidia_smi import parse_nvidia_smi_nvlink
+
+# Links per GPU and GB/s per link as nvidia-smi nvlink -s prints them on healthy parts, keyed by a
+# product-name substring. Sources: A100 SXM4 80GB: leptonai/gpud testdata nvidia-smi.nvlink.status.a100
+# (12 x 25 GB/s); H100 80GB HBM3: stas00/ml-engineering compute/accelerator/nvidia/debug.md (links
+# 0..17 at 26.562 GB/s); H200 uses the same NVLink4 (18 x 26.562, reference/health-checks.md).
+NVLINK_BY_MODEL = {
+    "A100-SXM4": {"links": 12, "gbps": 25.0, "source": "leptonai/gpud pkg/nvidia-query/testdata/nvidia-smi.nvlink.status.a100"},
+    "H100 80GB HBM3": {"links": 18, "gbps": 26.562, "source": "stas00/ml-engineering compute/accelerator/nvidia/debug.md"},
+    "H200": {"links": 18, "gbps": 26.562, "source": "reference/health-checks.md (NVLink4 link arithmetic)"},
+}
+
+
+def expected_nvlink(product_name):
+    """(links, GB/s per link) for a product name, or (None, None) when the model is not in the table."""
+    for key, entry in NVLINK_BY_MODEL.items():
+        if key.lower() in str(product_name or "").lower():
+            return entry["links"], entry["gbps"]
+    return None, None
+
+
+_GPU = re.compile(r"^GPU (\d+): (.*?)(?: \(UUID: ([^)]+)\))?\s*$")
+_LINK_COUNTER = re.compile(r"^\s*Link (\d+): ([A-Za-z][A-Za-z -]*?): (\d+)\s*$")
+_ALL_INACTIVE = "all links are inactive"
+_ELIDED = re.compile(r"^\s*\[\.\.\.\]\s*$")
+
+
+def _new_gpu(match):
+    return {"gpu_index": int(match.group(1)), "name": match.group(2).strip(), "uuid": match.group(3),
+            "links": [], "all_inactive": False, "elided": False}
+
+
+def parse_nvlink_status(text):
+    """``nvidia-smi nvlink -s`` per GPU, built on nvidia_smi.parse_nvidia_smi_nvlink (one parser for
+    the format) with what judging needs on top: which GPU had all links inactive, and whether the
+    capture elides links (``[...]``), so a shortened listing is not read as missing links."""
+    parsed = parse_nvidia_smi_nvlink(text)
+    all_inactive = _ALL_INACTIVE in str(parsed.get("error") or "")
+    elided = any(_ELIDED.match(line) for line in (text or "").splitlines())
+    return [{
+        "gpu_index": gpu["index"], "name": gpu["name"], "uuid": gpu["uuid"],
+        "links": [{"link": l["link"], "gbps": l["speed_gbps"], "active": l["active"]} for l in gpu["links"]],
+        "all_inactive": all_inactive and not gpu["links"],
+        "elided": elided,
+    } for gpu in parsed["gpus"]]
+
+
+def parse_nvlink_errors(text):
+    """``nvidia-smi nvlink -e``: one dict per GPU, ``links`` maps link -> {counter name: value}."""
+    gpus, current = [], None
+    for line in (text or "").splitlines():
+        header = _GPU.match(line.strip())
+        if header:
+            current = _new_gpu(header)
+            current["links"] = {}
+            gpus.append(current)
+            continue
+        if current is None:
+            continue
+        if _ELIDED.match(line):
+            current["elided"] = True
+            continue
+        counter = _LINK_COUNTER.match(line)
+        if counter:
+            current["links"].setdefault(int(counter.group(1)), {})[counter.group(2).strip()] = int(counter.group(3))
+    return gpus
+
+
+def evaluate_nvlink(status, errors, node, expected_links=None, expected_gbps=None, error_max=0,
+                    rate_tolerance=0.01):
+    """Findings from parsed ``-s`` (and optionally ``-e``) output.
+
+    ``expected_links``/``expected_gbps`` come from the GPU model table; None skips that check
+    (and the caller records it as not checked)."""
+    findings = []
+    for gpu in status or []:
+        idx = gpu["gpu_index"]
+        if gpu["all_inactive"]:
+            findings.append(make_finding(
+                "NVLINK_ALL_INACTIVE", "fail", node, "GPU %s (%s): every NVLink is inactive" % (idx, gpu["name"]),
+                "Reseat or replace the GPU baseboard/NVSwitch tray; check nvidia-fabricmanager and dmesg for SXid",
+                value=0, threshold=expected_links, gpu_index=idx))
+            continue
+        inactive = [l["link"] for l in gpu["links"] if not l["active"]]
+        if inactive:
+            findings.append(make_finding(
+                "NVLINK_INACTIVE", "fail", node, "GPU %s: NVLink(s) %s inactive" % (idx, inactive),
+                "Reset the GPU (nvidia-smi -r) or reboot; if the link stays down, RMA the part",
+                value=inactive, threshold=[], gpu_index=idx))
+        if expected_gbps:
+            slow = [l for l in gpu["links"] if l["active"] and l["gbps"] < expected_gbps * (1 - rate_tolerance)]
+            if slow:
+                findings.append(make_finding(
+                    "NVLINK_SPEED_DEGRADED", "fail", node,
+                    "GPU %s: NVLink(s) %s below %s GB/s (%s)" % (
+                        idx, [l["link"] for l in slow], expected_gbps, sorted({l["gbps"] for l in slow})),
+                    "Reset the GPU or reboot; a link that trains slow again points at the baseboard or NVSwitch",
+                    value=min(l["gbps"] for l in slow), threshold=expected_gbps, gpu_index=idx))
+        if expected_links and not gpu["elided"] and len(gpu["links"]) < expected_links:
+            findings.append(make_finding(
+                "NVLINK_COUNT_LOW", "fail", node,
+                "GPU %s: %s NVLinks reported, the model has %s" % (idx, len(gpu["links"]), expected_links),
+                "Check the driver and fabric manager; reset the GPU", value=len(gpu["links"]),
+                threshold=expected_links, gpu_index=idx))
+    for gpu in errors or []:
+        for link, counters in sorted(gpu["links"].items()):
+            bad = {name: value for name, value in counters.items() if value > error_max}
+            if bad:
+                findings.append(make_finding(
+                    "NVLINK_ERRORS", "warn", node,
+                    "GPU %s link %s error counters %s" % (gpu["gpu_index"], link, bad),
+                    "Reset the counters (nvidia-smi nvlink -r), run a load, and read them again: rising counters"
+                    " mean a marginal link", value=sum(bad.values()), threshold=error_max,
+                    gpu_index=gpu["gpu_index"], link=link))
+    return findings
+
+
+def evaluate_fabric(gpus, node, nvswitch_present, fabric_manager_active):
+    """NVSwitch systems: fabric manager running and every GPU's fabric state Completed/Success.
+
+    ``gpus`` is gpu_info's list (each with ``fabric`` {state, status} or None)."""
+    if not nvswitch_present:
+        return []
+    findings = []
+    if not fabric_manager_active:
+        findings.append(make_finding(
+            "FABRIC_MANAGER_DOWN", "fail", node, "NVSwitch system without a running nvidia-fabricmanager",
+            "Install nvidia-fabricmanager at exactly the driver's version and start it; GPUs cannot use NVLink"
+            " across the NVSwitches without it", value="inactive", threshold="active"))
+    for gpu in gpus or []:
+        fabric = gpu.get("fabric")
+        idx = gpu.get("index")
+        if not fabric:
+            findings.append(make_finding(
+                "FABRIC_STATE_UNKNOWN", "fail", node, "GPU %s reports no fabric state on an NVSwitch system" % idx,
+                "Check the driver version supports fabric state (nvidia-smi -q, Fabric section)",
+                gpu_index=idx, gpu_bus_id=gpu.get("pci_bus_id")))
+            continue
+        if fabric.get("state") != "Completed" or fabric.get("status") not in ("Success", None):
+            findings.append(make_finding(
+                "FABRIC_NOT_READY", "fail", node,
+                "GPU %s fabric state %s, status %s" % (idx, fabric.get("state"), fabric.get("status")),
+                "Restart nvidia-fabricmanager and read its log (/var/log/fabricmanager.log)",
+                value="%s/%s" % (fabric.get("state"), fabric.get("status")), threshold="Completed/Success",
+                gpu_index=idx, gpu_bus_id=gpu.get("pci_bus_id")))
+    return findings

@@ -1,0 +1,107 @@
+"""Naming the slow node or link from ring, per-node and pair figures (scenario data: Gb/s numbers)."""
+
+from ansible_collections.gpufleet.cluster.plugins.module_utils import bandwidth
+from ansible_collections.gpufleet.cluster.plugins.module_utils.findings import validate_finding
+
+NODES = ["node1", "node2", "node3", "node4"]
+FAST = 3.0
+SHAPED = 0.009  # a 10 mbit/s token bucket, in Gb/s
+
+
+def _ring(slow_src=None, nodes=None):
+    return [dict(link, gbps=SHAPED if link["src"] == slow_src else FAST)
+            for link in bandwidth.ring_links(nodes or NODES)]
+
+
+def _measure(pairs, egress_slow=None):
+    return [dict(p, gbps=SHAPED if p["src"] == egress_slow else FAST) for p in pairs]
+
+
+def test_ring_and_median_floor():
+    assert bandwidth.ring_links(["a"]) == []
+    assert bandwidth.ring_links(["a", "b", "c"]) == [
+        {"src": "a", "dst": "b"}, {"src": "b", "dst": "c"}, {"src": "c", "dst": "a"}]
+    # Half the median of the faster half ([3, 5] -> 4).
+    assert bandwidth.floor_for([1.0, 3.0, 5.0]) == 2.0
+    assert bandwidth.floor_for([1.0, 3.0, 5.0], min_gbps=2.5) == 2.5
+
+
+def test_healthy_ring_plans_no_pairs_and_names_nobody():
+    ring = _ring()
+    floor = bandwidth.floor_for([e["gbps"] for e in ring])
+    assert bandwidth.slow_entries(ring, floor) == []
+    per_node = {n: {"gbps": 20.0} for n in NODES}
+    findings, verdict = bandwidth.name_culprits(NODES, ring, per_node, [])
+    assert findings == [] and verdict["slow_nodes"] == []
+
+
+def test_node_with_slow_egress_is_named_and_its_ring_neighbour_is_not():
+    ring = _ring(slow_src="node3")
+    floor = bandwidth.floor_for([e["gbps"] for e in ring])
+    slow = bandwidth.slow_entries(ring, floor)
+    assert slow == [{"src": "node3", "dst": "node4", "gbps": SHAPED}]
+    suspects, pairs = bandwidth.isolation_pairs(NODES, slow)
+    assert suspects == ["node3", "node4"]
+    assert pairs == [{"src": "node3", "dst": "node4"},
+                     {"src": "node3", "dst": "node1"}, {"src": "node1", "dst": "node3"},
+                     {"src": "node4", "dst": "node2"}, {"src": "node2", "dst": "node4"}]
+    per_node = {n: {"gbps": 20.0} for n in NODES}
+    findings, verdict = bandwidth.name_culprits(NODES, ring, per_node, _measure(pairs, egress_slow="node3"))
+    assert [(f["node"], f["code"]) for f in findings] == [("node3", "BANDWIDTH_NODE_SLOW")]
+    assert findings[0]["direction"] == ["sending"] and validate_finding(findings[0]) == []
+    assert verdict["slow_nodes"] == ["node3"]
+
+
+def test_three_node_ring_after_one_node_dropped_out():
+    nodes = ["node1", "node3", "node4"]
+    ring = _ring(slow_src="node3", nodes=nodes)
+    slow = bandwidth.slow_entries(ring, bandwidth.floor_for([e["gbps"] for e in ring]))
+    _suspects, pairs = bandwidth.isolation_pairs(nodes, slow)
+    findings, _verdict = bandwidth.name_culprits(nodes, ring, {n: {"gbps": 20.0} for n in nodes},
+                                                 _measure(pairs, egress_slow="node3"))
+    assert [(f["node"], f["code"]) for f in findings] == [("node3", "BANDWIDTH_NODE_SLOW")]
+
+
+def test_slow_link_between_two_good_nodes_names_the_link():
+    ring = [dict(l, gbps=SHAPED if (l["src"], l["dst"]) == ("node2", "node3") else FAST)
+            for l in bandwidth.ring_links(NODES)]
+    slow = bandwidth.slow_entries(ring, bandwidth.floor_for([e["gbps"] for e in ring]))
+    _suspects, pairs = bandwidth.isolation_pairs(NODES, slow)
+    # The link is slow alone too; each end is fast against the others.
+    measured = [dict(p, gbps=SHAPED if (p["src"], p["dst"]) == ("node2", "node3") else FAST) for p in pairs]
+    findings, verdict = bandwidth.name_culprits(NODES, ring, {n: {"gbps": 20.0} for n in NODES}, measured)
+    assert sorted((f["node"], f["code"]) for f in findings) == [
+        ("node2", "BANDWIDTH_LINK_SLOW"), ("node3", "BANDWIDTH_LINK_SLOW")]
+    assert findings[0]["link"] == "node2->node3" and verdict["slow_nodes"] == []
+
+
+def test_a_ring_figure_that_is_fast_alone_is_cleared_not_blamed():
+    ring = [dict(l, gbps=SHAPED if (l["src"], l["dst"]) == ("node2", "node3") else FAST)
+            for l in bandwidth.ring_links(NODES)]
+    slow = bandwidth.slow_entries(ring, bandwidth.floor_for([e["gbps"] for e in ring]))
+    _suspects, pairs = bandwidth.isolation_pairs(NODES, slow)
+    findings, verdict = bandwidth.name_culprits(NODES, ring, {n: {"gbps": 20.0} for n in NODES},
+                                                [dict(p, gbps=FAST) for p in pairs])
+    assert findings == [] and [(l["src"], l["dst"]) for l in verdict["cleared_links"]] == [("node2", "node3")]
+
+
+def test_failed_measurement_counts_as_slow_and_slow_loopback_names_the_node():
+    ring = _ring()
+    ring[1]["gbps"] = None
+    assert bandwidth.slow_entries(ring, 1.0) == [ring[1]]
+    per_node = {"node1": {"gbps": 20.0}, "node2": {"gbps": 21.0}, "node3": {"gbps": 2.0}, "node4": {"gbps": 19.0}}
+    findings, _verdict = bandwidth.name_culprits(NODES, _ring(), per_node, [])
+    assert [(f["node"], f["code"], f["severity"]) for f in findings] == [("node3", "BANDWIDTH_NODE_SLOW_INTRA", "warn")]
+
+
+def test_every_node_suspect_falls_back_to_all_pairs_and_still_names_the_sender():
+    nodes = ["node1", "node3", "node4"]
+    # Concurrent ring: node3's shaped egress also slows the ACKs of node1 -> node3.
+    ring = [dict(l, gbps=SHAPED if l["src"] in ("node1", "node3") else FAST) for l in bandwidth.ring_links(nodes)]
+    slow = bandwidth.slow_entries(ring, bandwidth.floor_for([e["gbps"] for e in ring]))
+    suspects, pairs = bandwidth.isolation_pairs(nodes, slow)
+    assert suspects == ["node1", "node3", "node4"] and len(pairs) == 6
+    findings, verdict = bandwidth.name_culprits(nodes, ring, {n: {"gbps": 20.0} for n in nodes},
+                                                _measure(pairs, egress_slow="node3"))
+    assert [(f["node"], f["code"]) for f in findings] == [("node3", "BANDWIDTH_NODE_SLOW")]
+    assert verdict["slow_nodes"] == ["node3"]
