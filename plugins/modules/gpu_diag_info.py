@@ -43,6 +43,11 @@ options:
     description: Seconds dcgmi diag may run before it counts as failed.
     type: int
     default: 1800
+  tool_timeout:
+    description: Seconds each other tool (nvidia-smi nvlink, perfquery, systemctl) may run before its check
+      counts as not checked.
+    type: int
+    default: 120
   nvlink_error_max:
     description: NVLink error counters above this warn.
     type: int
@@ -119,7 +124,6 @@ ib_counters:
 """
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.gpufleet.cluster.plugins.module_utils.c_locale import C_LOCALE
 from ansible_collections.gpufleet.cluster.plugins.module_utils.dcgm import (
     DcgmParseError,
     evaluate_dcgm,
@@ -134,6 +138,7 @@ from ansible_collections.gpufleet.cluster.plugins.module_utils.nvlink import (
     parse_nvlink_status,
 )
 from ansible_collections.gpufleet.cluster.plugins.module_utils.perfquery import evaluate_perfquery, parse_perfquery
+from ansible_collections.gpufleet.cluster.plugins.module_utils.run_tool import run_tool
 
 
 def _short(text, limit=300):
@@ -147,8 +152,11 @@ def run_dcgm(module, params, findings, not_checked):
         not_checked.append({"check": "dcgm", "reason": "dcgmi not found (is datacenter-gpu-manager installed?)"})
         return None
     cmd = [dcgmi, "diag", "-r", str(params["level"]), "-j"]
-    rc, out, err = module.run_command(cmd, environ_update=C_LOCALE, timeout=params["diag_timeout"])
+    rc, out, err, timed_out = run_tool(module, cmd, params["diag_timeout"])
     info = {"level": params["level"], "rc": rc, "command": " ".join(cmd), "stderr": _short(err)}
+    if timed_out:
+        err = "dcgmi diag did not finish within %ss (diag_timeout) and was killed. %s" % (params["diag_timeout"], err)
+        info["stderr"] = _short(err)
     try:
         parsed = parse_dcgm_diag(out)
     except DcgmParseError as exc:
@@ -167,7 +175,7 @@ def run_nvlink(module, params, findings, not_checked):
     if not smi:
         not_checked.append({"check": "nvlink", "reason": "nvidia-smi not found"})
         return None
-    rc, out, err = module.run_command([smi, "nvlink", "-s"], environ_update=C_LOCALE)
+    rc, out, err, _timed_out = run_tool(module, [smi, "nvlink", "-s"], params["tool_timeout"])
     if rc != 0:
         not_checked.append({"check": "nvlink", "reason": "nvidia-smi nvlink -s exited %s: %s" % (rc, _short(err or out))})
         return None
@@ -175,7 +183,7 @@ def run_nvlink(module, params, findings, not_checked):
     if not status:
         not_checked.append({"check": "nvlink", "reason": "nvidia-smi nvlink -s listed no GPU with NVLink"})
         return []
-    rc_e, out_e, err_e = module.run_command([smi, "nvlink", "-e"], environ_update=C_LOCALE)
+    rc_e, out_e, err_e, _timed_out = run_tool(module, [smi, "nvlink", "-e"], params["tool_timeout"])
     errors = parse_nvlink_errors(out_e) if rc_e == 0 else []
     if rc_e != 0:
         not_checked.append({"check": "nvlink_errors", "reason": "nvidia-smi nvlink -e exited %s: %s" % (rc_e, _short(err_e))})
@@ -193,7 +201,8 @@ def run_fabric(module, params, findings, not_checked):
     if not params["gpus"]:
         not_checked.append({"check": "fabric", "reason": "no gpu_info facts were given"})
         return
-    rc, _out, _err = module.run_command(["systemctl", "is-active", "--quiet", "nvidia-fabricmanager.service"])
+    rc, _out, _err, _timed_out = run_tool(module, ["systemctl", "is-active", "--quiet", "nvidia-fabricmanager.service"],
+                                          params["tool_timeout"])
     findings.extend(evaluate_fabric(params["gpus"], params["node"], True, rc == 0))
 
 
@@ -208,7 +217,7 @@ def run_ib_counters(module, params, findings, not_checked):
     read = []
     for port in ports:
         cmd = [perfquery, "-x", "-C", str(port["ca"]), "-P", str(port["port"])]
-        rc, out, err = module.run_command(cmd, environ_update=C_LOCALE)
+        rc, out, err, _timed_out = run_tool(module, cmd, params["tool_timeout"])
         if rc != 0:
             not_checked.append({"check": "ib_counters", "reason": "%s exited %s: %s" % (" ".join(cmd), rc, _short(err))})
             continue
@@ -228,6 +237,7 @@ def main():
             node=dict(type="str", required=True),
             dcgmi=dict(type="str", default="dcgmi"),
             diag_timeout=dict(type="int", default=1800),
+            tool_timeout=dict(type="int", default=120),
             nvlink_error_max=dict(type="int", default=0),
             ib_ports=dict(type="list", elements="dict", default=[]),
             ib_counter_fail_max=dict(type="int", default=0),

@@ -20,16 +20,17 @@ PERF_BAD = DIAG / "perfquery" / "x-extended-1port-linkdowned1-xmitdiscards20046-
 def run_module(monkeypatch, capsys, args, replies, bins=("dcgmi", "nvidia-smi", "perfquery")):
     calls = []
 
-    def fake_run_command(self, cmd, *a, **kw):
+    def fake_run_tool(module, cmd, timeout_s, environ_update=None):
+        assert timeout_s > 0, "every tool runs with a deadline"
         calls.append(cmd)
         key = " ".join(str(c).rsplit("/", 1)[-1] for c in cmd[:3])
         for prefix, reply in replies.items():
             if key.startswith(prefix):
                 rc, path = reply
-                return rc, path.read_text() if path else "", ""
-        return 1, "", "no reply for %s" % key
+                return rc, path.read_text() if path else "", "", False
+        return 1, "", "no reply for %s" % key, False
 
-    monkeypatch.setattr(basic.AnsibleModule, "run_command", fake_run_command)
+    monkeypatch.setattr(gpu_diag_info, "run_tool", fake_run_tool)
     monkeypatch.setattr(basic.AnsibleModule, "get_bin_path",
                         lambda self, name, required=False, opt_dirs=None: "/usr/bin/" + name if name in bins else None)
     with patch_module_args(args):
@@ -76,3 +77,20 @@ def test_dcgmi_without_document_fails_with_its_error(monkeypatch, capsys, tmp_pa
                                 {"dcgmi diag -r": (255, err)})
     (finding,) = result["findings"]
     assert finding["code"] == "DCGM_NO_RESULTS" and "unable to establish a connection" in finding["message"]
+
+
+def test_a_dcgmi_killed_at_its_deadline_fails_and_names_the_deadline(monkeypatch, capsys):
+    def hung_dcgmi(module, cmd, timeout_s, environ_update=None):
+        assert timeout_s == 30
+        return 124, "", "", True
+
+    monkeypatch.setattr(gpu_diag_info, "run_tool", hung_dcgmi)
+    monkeypatch.setattr(basic.AnsibleModule, "get_bin_path",
+                        lambda self, name, required=False, opt_dirs=None: "/usr/bin/" + name)
+    with patch_module_args({"node": "node3", "checks": ["dcgm"], "level": 1, "diag_timeout": 30}):
+        with pytest.raises(SystemExit):
+            gpu_diag_info.main()
+    result = json.loads(capsys.readouterr().out)
+    (finding,) = result["findings"]
+    assert result["status"] == "fail" and finding["code"] == "DCGM_NO_RESULTS"
+    assert "did not finish within 30s (diag_timeout)" in finding["message"], finding["message"]
