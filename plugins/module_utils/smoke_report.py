@@ -603,7 +603,8 @@ def evaluate(report, thresholds, baseline=None, tolerance=DEFAULT_TOLERANCE, exp
         names = ", ".join("%s (%s%s)" % (n["name"], n["status"], ": " + n["error"] if n.get("error") else "") for n in bad)
         checks.append(_check("job_completed", "fail", names or "no node returned the job result"))
     else:
-        checks.append(_check("job_completed", "pass", "torchrun finished on every node"))
+        launcher = (report.get("config") or {}).get("launcher") or "torchrun"
+        checks.append(_check("job_completed", "pass", "%s finished on every node" % launcher))
 
     # A GPU node is one whose PCI bus or driver shows GPUs: with the driver not loaded nvidia-smi
     # sees none, but the bus still does, and a CPU run there proves nothing about the GPUs.

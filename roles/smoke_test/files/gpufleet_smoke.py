@@ -14,12 +14,21 @@ Three modes, one file (the smoke_test role copies it to every node):
            all-reduce sweep (warm-up, timed iterations, correctness on every rank; time, algbw,
            busbw as nccl-tests computes them) and a short DDP training run (loss must fall, no
            NaN/Inf, parameters identical on all ranks). Global rank 0 writes the result file.
+
+On a Slurm cluster (smoke_test_launcher: srun) two more modes replace ``node``:
+
+``srun``        run by Ansible on the first node only: one ``srun`` step with every task of every
+                node, under a hard deadline. Prints one JSON document holding a ``node``-style
+                document per node, cut from srun's labelled output.
+``slurm-task``  what each srun task runs: torch's env:// variables from SLURM_*, a roll call by each
+                node's first task (the others wait for its verdict), then ``job`` in-process.
 """
 
 import argparse
 import json
 import math
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -226,6 +235,42 @@ def _tail(lines, n):
     return lines[-n:] if len(lines) > n else lines
 
 
+def run_until(cmd, env, log_file, deadline, stop_signals):
+    """Run ``cmd`` in its own session, output to ``log_file``; past ``deadline`` send ``stop_signals``
+    [(signal, seconds to wait after it)] to the whole group. Returns (exit status, timed out)."""
+    with open(log_file, "wb") as log:
+        proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env,  # noqa: S603
+                                start_new_session=True)
+        try:
+            return proc.wait(timeout=max(deadline - time.monotonic(), 1)), False
+        except subprocess.TimeoutExpired:
+            for sig, grace in stop_signals:
+                try:
+                    os.killpg(proc.pid, sig)
+                except ProcessLookupError:
+                    break
+                try:
+                    proc.wait(timeout=grace)
+                    break
+                except subprocess.TimeoutExpired:
+                    continue
+            return proc.returncode, True
+
+
+def summarize_log(lines, max_nccl_lines):
+    """Last stage per rank, the NCCL INFO/WARN lines and the log's tail, as the report reads them."""
+    stages = {}
+    nccl = []
+    for line in lines:
+        if line.startswith("GPUFLEET_STAGE "):
+            fields = dict(f.split("=", 1) for f in line.split()[1:] if "=" in f)
+            stages[fields.get("rank", "?")] = fields.get("stage")
+        elif "NCCL INFO" in line or "NCCL WARN" in line:
+            nccl.append(line)
+    return {"last_stages": stages, "nccl_lines": nccl[:max_nccl_lines],
+            "log_tail": _tail([ln for ln in lines if not ln.startswith(("GPUFLEET_STAGE ", "GPUFLEET_TASK "))], 40)}
+
+
 def cmd_node(args):
     t_start = time.time()
     deadline = time.monotonic() + args.timeout
@@ -286,38 +331,12 @@ def cmd_node(args):
     env.setdefault("OMP_NUM_THREADS", "1")
     out["stage"] = "torchrun"
     out["command"] = cmd
-    with open(log_file, "wb") as log:
-        proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env,  # noqa: S603
-                                start_new_session=True)
-        try:
-            out["torchrun_rc"] = proc.wait(timeout=max(deadline - time.monotonic(), 1))
-        except subprocess.TimeoutExpired:
-            out["timed_out"] = True
-            # The whole session: torchrun's agent and every worker it started.
-            for sig, grace in ((signal.SIGTERM, 5), (signal.SIGKILL, 5)):
-                try:
-                    os.killpg(proc.pid, sig)
-                except ProcessLookupError:
-                    break
-                try:
-                    proc.wait(timeout=grace)
-                    break
-                except subprocess.TimeoutExpired:
-                    continue
-            out["torchrun_rc"] = proc.returncode
+    # The whole session on expiry: torchrun's agent and every worker it started.
+    out["torchrun_rc"], out["timed_out"] = run_until(cmd, env, log_file, deadline,
+                                                     ((signal.SIGTERM, 5), (signal.SIGKILL, 5)))
     with open(log_file, "r", encoding="utf-8", errors="replace") as log:
         lines = log.read().splitlines()
-    stages = {}
-    nccl = []
-    for line in lines:
-        if line.startswith("GPUFLEET_STAGE "):
-            fields = dict(f.split("=", 1) for f in line.split()[1:] if "=" in f)
-            stages[fields.get("rank", "?")] = fields.get("stage")
-        elif "NCCL INFO" in line or "NCCL WARN" in line:
-            nccl.append(line)
-    out["last_stages"] = stages
-    out["nccl_lines"] = nccl[: args.max_nccl_lines]
-    out["log_tail"] = _tail([ln for ln in lines if not ln.startswith("GPUFLEET_STAGE ")], 40)
+    out.update(summarize_log(lines, args.max_nccl_lines))
     out["log_file"] = log_file
     if os.path.exists(result_file):
         with open(result_file, "r", encoding="utf-8") as fh:
@@ -335,6 +354,258 @@ def cmd_node(args):
         out["error"] = "torchrun exited with %s" % out["torchrun_rc"]
     print(json.dumps(out))
     return 0 if out["torchrun_rc"] == 0 and not out["timed_out"] else 4
+
+
+# --------------------------------------------------------------------------------------------
+# srun: one Slurm step across the nodes instead of one torchrun per node
+
+# "srun --label" puts the task id before each line of output, right-aligned: "3: text", " 3: text".
+SRUN_LABEL = re.compile(r"^\s*(\d+): ?(.*)$")
+# srun's own report of a task that failed: "srun: error: node2: task 3: Exited with exit code 3".
+SRUN_NODE_ERROR = re.compile(r"^srun: error: ([^:\s]+): task")
+# On the deadline: two SIGINTs within a second (srun's Ctrl-C twice: it signals, then kills every task);
+# SIGKILL only if srun will not go.
+SRUN_STOP_SIGNALS = ((signal.SIGINT, 0.5), (signal.SIGINT, 15), (signal.SIGKILL, 5))
+
+
+def _format_pairs(pairs):
+    return ",".join("%s=%s" % pair for pair in pairs)
+
+
+def _slurm_names_for(peers, slurm_names):
+    """Slurm's name of every peer, in peer order; refuses a peer without one or a name used twice."""
+    names = dict(slurm_names)
+    missing = [n for n, _addr in peers if not names.get(n)]
+    if missing:
+        raise ValueError("no Slurm node name for %s" % ", ".join(missing))
+    ordered = [names[n] for n, _addr in peers]
+    twice = sorted({s for s in ordered if ordered.count(s) > 1})
+    if twice:
+        raise ValueError("Slurm node name(s) %s stand for more than one node" % ", ".join(twice))
+    return ordered
+
+
+def srun_command(srun, python, job_file, peers, slurm_names, nproc, run_id, rdzv_port, rollcall_port,
+                 join_timeout, timeout, work_dir, srun_args=(), job_args=()):
+    """The one srun step: nproc tasks on each peer, each running ``slurm-task``.
+
+    --label tells the tasks' output apart, --kill-on-bad-exit ends the step when one task fails,
+    --immediate bounds the wait for an allocation, --time is Slurm's own bound beside ours.
+    """
+    nodelist = _slurm_names_for(peers, slurm_names)
+    nnodes = len(peers)
+    cmd = [srun, "--job-name=gpufleet-smoke", "--nodes=%d" % nnodes, "--ntasks=%d" % (nnodes * nproc),
+           "--ntasks-per-node=%d" % nproc, "--nodelist=%s" % ",".join(nodelist), "--kill-on-bad-exit=1",
+           "--label", "--export=ALL", "--time=%d" % (int(math.ceil(timeout / 60.0)) + 1),
+           "--immediate=%d" % max(int(join_timeout), 1)]
+    cmd += list(srun_args)
+    cmd += [python, job_file, "slurm-task", "--peers", _format_pairs(peers), "--slurm-names", _format_pairs(slurm_names),
+            "--nproc", str(nproc), "--rdzv-port", str(rdzv_port), "--rollcall-port", str(rollcall_port),
+            "--run-id", run_id, "--join-timeout", str(join_timeout), "--work-dir", work_dir, "--"]
+    return cmd + list(job_args)
+
+
+def slurm_task_env(environ, peers, slurm_names, nproc, master_port):
+    """torch's env:// rendezvous variables for one srun task, from the SLURM_* variables srun sets.
+
+    Slurm orders a step's nodes itself, so SLURM_PROCID 0 need not run on the first peer, where
+    MASTER_ADDR points and rank 0 must host the store. The rank is therefore the node's place in
+    ``peers`` times ``nproc`` plus SLURM_LOCALID; SLURM_NTASKS must be nodes x nproc.
+    """
+    unset = [v for v in ("SLURMD_NODENAME", "SLURM_PROCID", "SLURM_LOCALID", "SLURM_NTASKS") if not environ.get(v)]
+    if unset:
+        raise ValueError("%s not set: this mode runs only as a task of srun" % ", ".join(unset))
+    ordered = _slurm_names_for(peers, slurm_names)
+    here = environ["SLURMD_NODENAME"]
+    if here not in ordered:
+        raise ValueError("Slurm ran this task on %s, which is none of the planned nodes' Slurm names (%s); "
+                         "set smoke_test_slurm_node_name to each node's name in Slurm" % (here, ", ".join(ordered)))
+    node_rank = ordered.index(here)
+    name, address = peers[node_rank]
+    local_rank, ntasks = int(environ["SLURM_LOCALID"]), int(environ["SLURM_NTASKS"])
+    world = len(peers) * nproc
+    if ntasks != world:
+        raise ValueError("srun started %d task(s); the plan is %d node(s) x %d = %d" % (ntasks, len(peers), nproc, world))
+    if local_rank >= nproc:
+        raise ValueError("%s (%s) runs local task %d but the plan is %d per node" % (name, here, local_rank, nproc))
+    return {"RANK": str(node_rank * nproc + local_rank), "LOCAL_RANK": str(local_rank), "WORLD_SIZE": str(world),
+            "LOCAL_WORLD_SIZE": str(nproc), "GROUP_RANK": str(node_rank), "MASTER_ADDR": peers[0][1],
+            "MASTER_PORT": str(master_port), "GPUFLEET_NODE_NAME": name, "GPUFLEET_NODE_ADDR": address,
+            "GPUFLEET_LAUNCHER": "srun"}
+
+
+def split_srun_output(lines, peers, slurm_names):
+    """srun's labelled output cut per node.
+
+    Tasks name their node in their first line (GPUFLEET_TASK); the first task of each node prints
+    its roll call (GPUFLEET_ROLLCALL). Returns ({node: {lines, rollcall, task_error}}, lines no
+    task claims, srun's own error lines per node).
+    """
+    by_slurm = dict((s, n) for n, s in slurm_names)
+    per_node = dict((n, {"lines": [], "rollcall": None, "task_error": None}) for n, _addr in peers)
+    task_node = {}
+    for line in lines:
+        match = SRUN_LABEL.match(line)
+        if match and match.group(2).startswith("GPUFLEET_TASK "):
+            fields = dict(f.split("=", 1) for f in match.group(2).split()[1:] if "=" in f)
+            if fields.get("node") in per_node:
+                task_node[match.group(1)] = fields["node"]
+    unclaimed, srun_errors = [], {}
+    for line in lines:
+        match = SRUN_LABEL.match(line)
+        node = task_node.get(match.group(1)) if match else None
+        if node is None:
+            unclaimed.append(line)
+            error = SRUN_NODE_ERROR.match(line)
+            if error and by_slurm.get(error.group(1)) in per_node:
+                srun_errors.setdefault(by_slurm[error.group(1)], []).append(line)
+            continue
+        text = match.group(2)
+        if text.startswith("GPUFLEET_ROLLCALL "):
+            try:
+                per_node[node]["rollcall"] = json.loads(text.split(" ", 1)[1])
+            except ValueError:
+                per_node[node]["lines"].append(text)
+        elif text.startswith("GPUFLEET_TASK_ERROR "):
+            per_node[node]["task_error"] = per_node[node]["task_error"] or text.split(" ", 1)[1]
+        else:
+            per_node[node]["lines"].append(text)
+    return per_node, unclaimed, srun_errors
+
+
+def cmd_srun(args):
+    """Launch node: one srun step for all nodes; prints {"launcher": "srun", "nodes": {node: doc}}."""
+    t_start = time.time()
+    deadline = time.monotonic() + args.timeout
+    peers = _parse_peers(args.peers)
+    slurm_names = _parse_peers(args.slurm_names)
+    out = {"schema": SCHEMA, "launcher": "srun", "started_at": t_start, "command": None, "srun_rc": None,
+           "timed_out": False, "nodes": {}, "log_tail": [], "error": None}
+    try:
+        cmd = srun_command(args.srun, args.python, os.path.abspath(__file__), peers, slurm_names, args.nproc,
+                           args.run_id, args.rdzv_port, args.rollcall_port, args.join_timeout, args.timeout,
+                           args.work_dir, args.srun_arg, args.job_args)
+    except ValueError as exc:
+        out["error"] = str(exc)
+        print(json.dumps(out))
+        return 2
+    # Rank 0 writes the job result on the first peer: that is where this launcher must run.
+    if interface_for(peers[0][1]) is None:
+        out["error"] = "the srun launcher runs on %s (%s), which holds rank 0 and its result; no interface here has %s" % (
+            peers[0][0], peers[0][1], peers[0][1])
+        print(json.dumps(out))
+        return 2
+    os.makedirs(args.work_dir, exist_ok=True)
+    result_file = os.path.join(args.work_dir, "result-%s.json" % args.run_id)
+    log_file = os.path.join(args.work_dir, "srun-%s.log" % args.run_id)
+    if os.path.exists(result_file):
+        os.unlink(result_file)
+    env = dict(os.environ)
+    env.setdefault("PYTHONUNBUFFERED", "1")
+    env.setdefault("OMP_NUM_THREADS", "1")
+    out["command"] = cmd
+    out["srun_rc"], out["timed_out"] = run_until(cmd, env, log_file, deadline, SRUN_STOP_SIGNALS)
+    with open(log_file, "r", encoding="utf-8", errors="replace") as log:
+        lines = log.read().splitlines()
+    per_node, unclaimed, srun_errors = split_srun_output(lines, peers, slurm_names)
+    out["log_tail"] = _tail(unclaimed, 40)
+    out["log_file"] = log_file
+    result = None
+    if os.path.exists(result_file):
+        with open(result_file, "r", encoding="utf-8") as fh:
+            result = json.load(fh)
+    # Reasons that name no node: srun's own errors (no allocation, a bad option), and tasks that failed
+    # before they could say where they run (a Slurm node name that matches no planned node).
+    general = []
+    for line in unclaimed:
+        match = SRUN_LABEL.match(line)
+        if match and match.group(2).startswith("GPUFLEET_TASK_ERROR "):
+            general.append(match.group(2).split(" ", 1)[1])
+        elif line.startswith("srun: ") and ("error" in line or "fatal" in line) and not SRUN_NODE_ERROR.match(line):
+            general.append(line)
+    general = sorted(set(general), key=general.index)
+    for node_rank, (name, address) in enumerate(peers):
+        part = per_node[name]
+        doc = {"schema": SCHEMA, "launcher": "srun", "node": name, "node_rank": node_rank, "nnodes": len(peers),
+               "address": address, "started_at": t_start, "rollcall": part["rollcall"],
+               # The report reads the launch's exit status from torchrun_rc whichever launcher ran.
+               "torchrun_rc": out["srun_rc"], "timed_out": out["timed_out"], "stage": "done",
+               "result": result if node_rank == 0 else None, "error": None}
+        doc.update(summarize_log(part["lines"], args.max_nccl_lines))
+        doc["log_tail"] = _tail(doc["log_tail"] + srun_errors.get(name, []), 40)
+        rollcall_view = part["rollcall"]
+        if part["task_error"]:
+            doc["error"] = part["task_error"]
+        elif rollcall_view and not rollcall_view.get("ok"):
+            doc["error"] = "roll call failed: unreachable %s, not heard from %s" % (
+                ", ".join(rollcall_view["unreachable"]) or "-", ", ".join(rollcall_view["not_heard_from"]) or "-")
+        elif out["timed_out"]:
+            doc["error"] = "srun did not finish within %ss (cancelled)" % args.timeout
+        elif out["srun_rc"] != 0:
+            why = srun_errors.get(name, []) + general
+            doc["error"] = "srun exited with %s%s" % (out["srun_rc"], (": " + " | ".join(why[:3])) if why else "")
+        out["nodes"][name] = doc
+    out["finished_at"] = time.time()
+    print(json.dumps(out))
+    return 0 if out["srun_rc"] == 0 and not out["timed_out"] else 4
+
+
+def _wait_for_rollcall(path, timeout):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if os.path.exists(path):
+            with open(path, "r", encoding="utf-8") as fh:
+                return json.load(fh)
+        time.sleep(0.2)
+    return None
+
+
+def cmd_slurm_task(args):
+    """One srun task: rendezvous variables, the node's roll call (its first task runs it), then the job."""
+    t_start = time.monotonic()
+    peers = _parse_peers(args.peers)
+    try:
+        env = slurm_task_env(os.environ, peers, _parse_peers(args.slurm_names), args.nproc, args.rdzv_port)
+    except ValueError as exc:
+        print("GPUFLEET_TASK_ERROR %s" % exc, flush=True)
+        return 2
+    name, local_rank = env["GPUFLEET_NODE_NAME"], int(env["LOCAL_RANK"])
+    print("GPUFLEET_TASK procid=%s node=%s rank=%s local_rank=%d" % (
+        os.environ["SLURM_PROCID"], name, env["RANK"], local_rank), flush=True)
+    os.makedirs(args.work_dir, exist_ok=True)
+    rollcall_file = os.path.join(args.work_dir, "rollcall-%s.json" % args.run_id)
+    if local_rank == 0:
+        if len(peers) > 1:
+            view = rollcall(name, peers, args.rollcall_port, args.join_timeout)
+        else:
+            view = {"node": name, "ok": True, "elapsed_s": 0.0, "reached": [], "unreachable": [],
+                    "heard_from": [], "not_heard_from": [], "wrong_name": {}, "errors": {}}
+        print("GPUFLEET_ROLLCALL %s" % json.dumps(view), flush=True)
+        tmp = rollcall_file + ".tmp"
+        with open(tmp, "w", encoding="utf-8") as fh:
+            json.dump(view, fh)
+        os.replace(tmp, rollcall_file)
+    else:
+        view = _wait_for_rollcall(rollcall_file, args.join_timeout + 15)
+        if view is None:
+            print("GPUFLEET_TASK_ERROR %s: the node's first task never finished the roll call" % name, flush=True)
+            return 3
+    if not view["ok"]:
+        # --kill-on-bad-exit would end the other nodes' roll calls before they print whom they reached,
+        # and the report needs every node's view: leave only when theirs are over too.
+        time.sleep(max(t_start + args.join_timeout + 2 - time.monotonic(), 0))
+        return 3
+    os.environ.update(env)
+    if not os.environ.get("GLOO_SOCKET_IFNAME"):
+        iface = interface_for(env["GPUFLEET_NODE_ADDR"])
+        if iface:
+            os.environ["GLOO_SOCKET_IFNAME"] = iface
+    os.environ.setdefault("OMP_NUM_THREADS", "1")
+    job = argparse.ArgumentParser(prog="gpufleet_smoke.py slurm-task --")
+    _job_parser(job)
+    job_args = job.parse_args(args.job_args)
+    job_args.result_file = os.path.join(args.work_dir, "result-%s.json" % args.run_id)
+    return cmd_job(job_args)
 
 
 # --------------------------------------------------------------------------------------------
@@ -489,6 +760,15 @@ def run_training(args, dist, torch, device, rank, world):
     }
 
 
+def cuda_device_index(local_rank, device_count, one_per_task=False):
+    """The GPU of this rank: its local rank, or under srun the one GPU Slurm left the task (--gpus-per-task=1)."""
+    if local_rank < device_count:
+        return local_rank
+    if one_per_task and device_count == 1:
+        return 0
+    raise SystemExit("local rank %d but torch sees %d GPU(s) on %s" % (local_rank, device_count, socket.gethostname()))
+
+
 def cmd_job(args):
     import torch  # pylint: disable=import-outside-toplevel
     import torch.distributed as dist  # pylint: disable=import-outside-toplevel
@@ -501,8 +781,10 @@ def cmd_job(args):
     if backend == "nccl":
         if not torch.cuda.is_available():
             raise SystemExit("backend nccl asked but torch sees no CUDA device on %s" % socket.gethostname())
-        torch.cuda.set_device(local_rank)
-        device = torch.device("cuda", local_rank)
+        index = cuda_device_index(local_rank, torch.cuda.device_count(),
+                                  one_per_task=os.environ.get("GPUFLEET_LAUNCHER") == "srun")
+        torch.cuda.set_device(index)
+        device = torch.device("cuda", index)
     else:
         device = torch.device("cpu")
     _stage(rank, "init")
@@ -598,14 +880,38 @@ def main(argv=None):
     job = sub.add_parser("job")
     job.add_argument("--result-file", required=True)
     _job_parser(job)
+    launch = sub.add_parser("srun")
+    launch.add_argument("--peers", required=True, help="name=address,... ; the first one holds rank 0 and runs this")
+    launch.add_argument("--slurm-names", required=True, help="name=Slurm node name,... for every peer")
+    launch.add_argument("--nproc", type=int, required=True, help="tasks per node")
+    launch.add_argument("--srun", default="srun")
+    launch.add_argument("--python", default=sys.executable, help="python on the nodes that runs the tasks")
+    launch.add_argument("--srun-arg", action="append", default=[], help="one more srun option (--srun-arg=--partition=gpu)")
+    task = sub.add_parser("slurm-task")
+    task.add_argument("--peers", required=True)
+    task.add_argument("--slurm-names", required=True)
+    task.add_argument("--nproc", type=int, required=True)
+    for mode in (launch, task):
+        mode.add_argument("--rdzv-port", type=int, default=29400, help="MASTER_PORT on the first peer")
+        mode.add_argument("--rollcall-port", type=int, default=29401)
+        mode.add_argument("--run-id", required=True)
+        mode.add_argument("--join-timeout", type=float, default=60)
+        mode.add_argument("--work-dir", default="/var/lib/gpufleet/smoke")
+        mode.add_argument("job_args", nargs=argparse.REMAINDER, help="after --: arguments for the job")
+    launch.add_argument("--timeout", type=float, default=300)
+    launch.add_argument("--max-nccl-lines", type=int, default=4000)
     args = parser.parse_args(argv)
     if args.mode == "probe":
         return cmd_probe(args)
+    if args.mode == "job":
+        return cmd_job(args)
+    if args.job_args and args.job_args[0] == "--":
+        args.job_args = args.job_args[1:]
     if args.mode == "node":
-        if args.job_args and args.job_args[0] == "--":
-            args.job_args = args.job_args[1:]
         return cmd_node(args)
-    return cmd_job(args)
+    if args.mode == "srun":
+        return cmd_srun(args)
+    return cmd_slurm_task(args)
 
 
 if __name__ == "__main__":
