@@ -132,3 +132,24 @@ def cluster(name: str, nodes: int, **options):
         yield bring_up(name, subnet, nodes, **options)
     finally:
         tear_down(name)
+
+
+def changed_on_nodes(output: str) -> dict:
+    """{host: [task names]} of the tasks a run changed on the nodes themselves.
+
+    Tasks delegated to the controller (reports written under the run's artifacts) are not counted:
+    they change the controller's files, not the node.
+    """
+    changed: dict = {}
+    task = None
+    for line in output.splitlines():
+        header = re.match(r"^(?:TASK|RUNNING HANDLER) \[(.*)\] \**$", line)
+        if header:
+            task = header.group(1)
+            continue
+        hit = re.match(r"^changed: \[([^\]\s]+)(?: -> ([^\]]+))?\]", line)
+        if hit and task and hit.group(2) not in ("localhost", "127.0.0.1"):
+            names = changed.setdefault(hit.group(1), [])
+            if task not in names:
+                names.append(task)
+    return changed
