@@ -10,6 +10,17 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[3]
 BIN = Path(sys.executable).parent
 
+EARLIER_PLAY = """
+- name: An earlier play of the same run fails some nodes (as health or diagnostics would)
+  hosts: all
+  gather_facts: false
+  tasks:
+    - name: Fail the nodes named in fail_before_smoke
+      ansible.builtin.fail:
+        msg: failed before the smoke job
+      when: inventory_hostname in {failed}
+"""
+
 PLAY = """
 - name: Smoke job on this machine
   hosts: all
@@ -26,9 +37,10 @@ def free_port():
         return s.getsockname()[1]
 
 
-def run_role(tmp_path, *extra, hosts=("localhost",), serial=None, forks=None):
+def run_role(tmp_path, *extra, hosts=("localhost",), serial=None, forks=None, failed_before=()):
     play = tmp_path / "smoke.yml"
-    play.write_text(PLAY.format(serial="serial: %d" % serial if serial else ""))
+    play.write_text((EARLIER_PLAY.format(failed=list(failed_before)) if failed_before else "")
+                    + PLAY.format(serial="serial: %d" % serial if serial else ""))
     inventory = tmp_path / "hosts.ini"
     inventory.write_text("".join("%s ansible_connection=local\n" % h for h in hosts))
     env = dict(os.environ, ANSIBLE_NOCOLOR="1", PATH="%s%s%s" % (BIN, os.pathsep, os.environ.get("PATH", "")))

@@ -332,3 +332,20 @@ def test_role_refuses_an_unknown_launcher(tmp_path):
     proc = run_role(tmp_path, "-e", "smoke_test_launcher=mpirun")
     assert proc.returncode == 2, output(proc)
     assert "value of smoke_test_launcher must be one of: torchrun, srun, got: mpirun" in proc.stdout
+
+
+@needs_torch
+@pytest.mark.torch
+def test_nodes_an_earlier_play_failed_are_named_not_counted_as_missing(tmp_path):
+    """validate fails nodes in its health/diagnostics plays first; the job runs on the rest and is judged on them."""
+    proc = run_role(tmp_path, "-e", "smoke_test_interface=lo", "-e", "smoke_test_rdzv_port=%d" % free_port(),
+                    "-e", "smoke_test_rollcall_port=%d" % free_port(),
+                    "-e", json.dumps({"smoke_test_sweep_cpu": {"min_bytes": 8, "max_bytes": 1 << 16, "warmup": 1,
+                                                               "iters": 2}}),
+                    hosts=("localhost", "sicknode"), failed_before=("sicknode",))
+    # The run still fails (sicknode failed), but the smoke job itself passed on the node it had.
+    assert proc.returncode != 0 and "failed before the smoke job" in proc.stdout, output(proc)
+    report = json.loads((tmp_path / "reports" / "smoke.json").read_text())
+    assert report["verdict"]["passed"], report["verdict"]["reasons"]
+    assert report["hosts_expected"] == ["localhost"] and report["missing_nodes"] == []
+    assert "sicknode left the run before the smoke job (an earlier play failed it)" in report["notes"]
