@@ -215,6 +215,15 @@ def rollcall(me, peers, port, timeout):
     return view
 
 
+
+def fresh_work_files(work_dir, run_id, launcher):
+    """(result file, log file) of this run in work_dir; a result left by an earlier run of the same id is removed."""
+    os.makedirs(work_dir, exist_ok=True)
+    result_file = os.path.join(work_dir, "result-%s.json" % run_id)
+    if os.path.exists(result_file):
+        os.unlink(result_file)
+    return result_file, os.path.join(work_dir, "%s-%s.log" % (launcher, run_id))
+
 def interface_for(address):
     """Name of the interface that holds ``address`` (gloo binds there), or None."""
     import fcntl  # pylint: disable=import-outside-toplevel
@@ -298,11 +307,7 @@ def cmd_node(args):
         print(json.dumps(out))
         return 3
 
-    os.makedirs(args.work_dir, exist_ok=True)
-    result_file = os.path.join(args.work_dir, "result-%s.json" % args.run_id)
-    log_file = os.path.join(args.work_dir, "torchrun-%s.log" % args.run_id)
-    if os.path.exists(result_file):
-        os.unlink(result_file)
+    result_file, log_file = fresh_work_files(args.work_dir, args.run_id, "torchrun")
     rdzv_host = peers[0][1]
     join_left = max(int(min(args.join_timeout, deadline - time.monotonic())), 5)
     rdzv_conf = "join_timeout=%d,read_timeout=%d,last_call_timeout=1,close_timeout=10,is_host=%d" % (
@@ -495,11 +500,7 @@ def cmd_srun(args):
             peers[0][0], peers[0][1], peers[0][1])
         print(json.dumps(out))
         return 2
-    os.makedirs(args.work_dir, exist_ok=True)
-    result_file = os.path.join(args.work_dir, "result-%s.json" % args.run_id)
-    log_file = os.path.join(args.work_dir, "srun-%s.log" % args.run_id)
-    if os.path.exists(result_file):
-        os.unlink(result_file)
+    result_file, log_file = fresh_work_files(args.work_dir, args.run_id, "srun")
     env = dict(os.environ)
     env.setdefault("PYTHONUNBUFFERED", "1")
     env.setdefault("OMP_NUM_THREADS", "1")
