@@ -8,12 +8,12 @@ from ansible.module_utils import basic
 from ansible.module_utils.testing import patch_module_args
 
 from ansible_collections.gpufleet.cluster.plugins.modules import gpu_diag_info
-from fixtures_path import FIXTURES as SHARED
+from fixtures_path import FIXTURES
 
 DIAG = Path(__file__).resolve().parents[3] / "fixtures" / "diagnostics"
 DCGM_PASS = DIAG / "dcgm" / "dcgm3.1.0-r1-8gpu-pass-warning-prefix-nvidia-jsonresulttests.txt"
 DCGM_FAIL = DIAG / "dcgm" / "dcgm4.2.3-r1-gb10-software-fail-persistence-exit226.json"
-NVLINK_S = SHARED / "host" / "nvidia-smi-nvlink-s-a100-sxm4-80gb-x8-12links.txt"
+NVLINK_S = FIXTURES / "host" / "nvidia-smi-nvlink-s-a100-sxm4-80gb-x8-12links.txt"
 PERF_BAD = DIAG / "perfquery" / "x-extended-1port-linkdowned1-xmitdiscards20046-lid2052.txt"
 
 
