@@ -92,8 +92,6 @@ DCGM_CAPTURES = {
     "dcgm_pass": REPO_ROOT / "tests/fixtures/diagnostics/dcgm/dcgm3.1.0-r1-8gpu-pass-warning-prefix-nvidia-jsonresulttests.txt",
     "dcgm_fail": REPO_ROOT / "tests/fixtures/diagnostics/dcgm/dcgm4.2.3-r1-gb10-software-fail-persistence-exit226.json",
 }
-# The stand-in DCGM package ships a placeholder /usr/bin/dcgmi; after every dpkg run this hook points
-# it at the stand-in (as the image does for ibstat), so `dcgmi` exists only once the package is installed.
 PCI_TREE = "opt/gpufleet-sim/sys/bus/pci/devices"
 
 
