@@ -215,7 +215,6 @@ def rollcall(me, peers, port, timeout):
     return view
 
 
-
 def fresh_work_files(work_dir, run_id, launcher):
     """(result file, log file) of this run in work_dir; a result left by an earlier run of the same id is removed."""
     os.makedirs(work_dir, exist_ok=True)
@@ -223,6 +222,7 @@ def fresh_work_files(work_dir, run_id, launcher):
     if os.path.exists(result_file):
         os.unlink(result_file)
     return result_file, os.path.join(work_dir, "%s-%s.log" % (launcher, run_id))
+
 
 def interface_for(address):
     """Name of the interface that holds ``address`` (gloo binds there), or None."""

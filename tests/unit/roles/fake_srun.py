@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 """A stand-in for Slurm's srun, for tests on a machine without Slurm. It is not Slurm: it runs every
 task on this machine and checks only what the smoke launcher relies on.
 

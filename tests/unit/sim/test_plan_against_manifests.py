@@ -30,6 +30,8 @@ CASES = [
     ("debian12", {"cuda": "12.8", "torch": "2.7.0", "driver_branch": "570"}),
 ]
 
+CASE_IDS = [f"{o}-{r['cuda']}-{r.get('driver_branch', 'default')}-{r.get('driver_flavour', 'open')}" for o, r in CASES]
+
 # (os, what, planned) -> why the manifest does not hold it. The repository check refuses these
 # on the node, naming the candidates; operators pin a held version with gpufleet_driver_version.
 VERSION_GAPS = {
@@ -46,8 +48,7 @@ def _plan(os_name: str, request: dict) -> dict:
     return plan
 
 
-@pytest.mark.parametrize("os_name,request_", CASES, ids=[f"{o}-{r['cuda']}-{r.get('driver_branch', 'default')}"
-                                                           f"-{r.get('driver_flavour', 'open')}" for o, r in CASES])
+@pytest.mark.parametrize("os_name,request_", CASES, ids=CASE_IDS)
 def test_every_planned_package_name_is_in_the_manifest(os_name, request_):
     plan = _plan(os_name, request_)
     names = {e.name for e in simmanifest.for_os(os_name).entries}
@@ -57,8 +58,7 @@ def test_every_planned_package_name_is_in_the_manifest(os_name, request_):
     assert not missing, f"{os_name}: the plan installs {missing}, which NVIDIA's repository (as sourced) does not hold"
 
 
-@pytest.mark.parametrize("os_name,request_", CASES, ids=[f"{o}-{r['cuda']}-{r.get('driver_branch', 'default')}"
-                                                           f"-{r.get('driver_flavour', 'open')}" for o, r in CASES])
+@pytest.mark.parametrize("os_name,request_", CASES, ids=CASE_IDS)
 def test_planned_versions_are_in_the_manifest_or_a_listed_gap(os_name, request_):
     plan = _plan(os_name, request_)
     manifest = simmanifest.for_os(os_name)
