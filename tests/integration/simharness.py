@@ -141,6 +141,7 @@ def changed_on_nodes(output: str) -> dict:
     they change the controller's files, not the node.
     """
     changed: dict = {}
+    seen: set = set()  # hosts with any changed line, delegated or not
     task = None
     for line in output.splitlines():
         header = re.match(r"^(?:TASK|RUNNING HANDLER) \[(.*)\] \**$", line)
@@ -148,8 +149,15 @@ def changed_on_nodes(output: str) -> dict:
             task = header.group(1)
             continue
         hit = re.match(r"^changed: \[([^\]\s]+)(?: -> ([^\]]+))?\]", line)
-        if hit and task and hit.group(2) not in ("localhost", "127.0.0.1"):
-            names = changed.setdefault(hit.group(1), [])
-            if task not in names:
-                names.append(task)
+        if hit and task:
+            seen.add(hit.group(1))
+            if hit.group(2) not in ("localhost", "127.0.0.1"):
+                names = changed.setdefault(hit.group(1), [])
+                if task not in names:
+                    names.append(task)
+    # A recap that counts changes this parser did not see means the output format moved under it:
+    # an empty answer then would read as "nothing changed".
+    unread = [h for h, counts in recap(output).items() if counts.get("changed", 0) > 0 and h not in seen]
+    if unread:
+        raise ValueError(f"the recap counts changes on {unread}, but no 'changed: [host]' line was read")
     return changed

@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from fixtures_path import FIXTURES
+from simharness import recap
 from ansible_collections.gpufleet.cluster.plugins.module_utils.ibstat import parse_ibstat
 
 REPO = Path(__file__).resolve().parents[2]
@@ -25,16 +26,6 @@ pytestmark = [pytest.mark.sim, pytest.mark.slow]
 NAME = "fabric"
 SUBNET = "10.200.12.0/24"
 ROCE_CAPTURE = FIXTURES / "ibstat" / "h100-12hca-cx7-400-roce-cx6dx-100-eth-all-active.txt"
-
-
-def recap(proc) -> dict:
-    """{host: {ok, changed, failed, ...}} from the PLAY RECAP of one run."""
-    out = {}
-    for line in proc.stdout.split("PLAY RECAP")[-1].splitlines():
-        m = re.match(r"^(\S+)\s*:\s*(.*)$", line.strip())
-        if m and "ok=" in m.group(2):
-            out[m.group(1)] = {k: int(v) for k, v in re.findall(r"(\w+)=(\d+)", m.group(2))}
-    return out
 
 
 def health(cluster, report_dir: Path, *args):
@@ -101,7 +92,7 @@ def test_health_finds_each_fault_on_its_node_and_healthy_nodes_pass(cluster, tmp
         finally:
             for node in faults:
                 cluster.clear(node)
-        rc = recap(proc)
+        rc = recap(proc.stdout)
         assert proc.returncode != 0, proc.stdout[-6000:]
         assert sorted(report["nodes_failed"]) == sorted(expect), report["lines"]
         for node in cluster.nodes:
@@ -137,7 +128,7 @@ def test_ecc_disabled_is_enabled_pending_until_reboot_then_current(cluster, tmp_
     # validate is an audit by default: it reports ECC off and changes nothing.
     proc, report = health(cluster, tmp_path / "r0")
     assert "ECC_MODE_DISABLED" in {f["code"] for f in node_fails(report, "node2")}
-    assert {n: r["changed"] for n, r in recap(proc).items()} == {n: 0 for n in cluster.nodes}
+    assert {n: r["changed"] for n, r in recap(proc.stdout).items()} == {n: 0 for n in cluster.nodes}
     assert cluster.ssh("node2", "test -e /var/lib/gpufleet/reboot-required.d/ecc-mode").returncode != 0
     # Asked by name (a string from -e, typed by the role), it enables ECC pending the reboot.
     proc, report = health(cluster, tmp_path / "r1", "-e", "gpu_health_ecc_enable=true")
@@ -145,7 +136,7 @@ def test_ecc_disabled_is_enabled_pending_until_reboot_then_current(cluster, tmp_
     codes = {f["code"] for f in report["nodes"]["node2"]["findings"]}
     assert "ECC_ENABLE_PENDING_REBOOT" in codes and "ECC_MODE_DISABLED" not in codes
     assert report["nodes"]["node2"]["ecc_enabled_now"] == list(range(8))
-    assert recap(proc)["node2"]["changed"] >= 1
+    assert recap(proc.stdout)["node2"]["changed"] >= 1
     request = cluster.ssh("node2", "cat /var/lib/gpufleet/reboot-required.d/ecc-mode")
     assert request.returncode == 0 and "ECC mode enabled" in request.stdout
     for node in ("node1", "node3"):
@@ -153,7 +144,7 @@ def test_ecc_disabled_is_enabled_pending_until_reboot_then_current(cluster, tmp_
 
     # a second run changes nothing anywhere, and the request stays
     proc, report = health(cluster, tmp_path / "r2", "-e", "gpu_health_ecc_enable=true")
-    assert {n: r["changed"] for n, r in recap(proc).items()} == {n: 0 for n in cluster.nodes}
+    assert {n: r["changed"] for n, r in recap(proc.stdout).items()} == {n: 0 for n in cluster.nodes}
     assert "ECC_ENABLE_PENDING_REBOOT" in {f["code"] for f in report["nodes"]["node2"]["findings"]}
 
     # the batched reboot makes it current
@@ -165,7 +156,7 @@ def test_ecc_disabled_is_enabled_pending_until_reboot_then_current(cluster, tmp_
     assert proc.returncode == 0
     assert not [f for f in report["nodes"]["node2"]["findings"] if f["code"].startswith("ECC")]
     assert {g["ecc_mode"]["current"] for g in gpus_of(cluster, "node2")} == {"enabled"}
-    assert recap(proc)["node2"]["changed"] == 0
+    assert recap(proc.stdout)["node2"]["changed"] == 0
 
 
 def _conf(cluster, node: str) -> dict:
@@ -211,11 +202,11 @@ def test_nccl_conf_on_ib_roce_and_no_rdma_nodes(sim_cluster_factory):
     # second run: nothing changes
     again = cluster.playbook(REPO / "playbooks" / "fabric.yml")
     assert again.returncode == 0
-    assert {n: r["changed"] for n, r in recap(again).items()} == {n: 0 for n in cluster.nodes}
+    assert {n: r["changed"] for n, r in recap(again.stdout).items()} == {n: 0 for n in cluster.nodes}
 
     # an expected port that goes down is named and fails that node only
     cluster.fault("node1", "ib-port-down")
     down = cluster.playbook(REPO / "playbooks" / "fabric.yml")
-    rc = recap(down)
+    rc = recap(down.stdout)
     assert rc["node1"]["failed"] == 1 and rc["node2"]["failed"] == 0 and rc["node3"]["failed"] == 0
     assert "IB_PORT_DOWN" in down.stdout and "mlx5_0:1" in down.stdout
