@@ -9,7 +9,6 @@ and a node without RDMA (socket fallback with a warning).
 from __future__ import annotations
 
 import json
-import re
 import time
 from pathlib import Path
 
