@@ -211,3 +211,22 @@ def test_debian_12_converges_from_debian_style_names_and_reruns_unchanged(debian
     out = again.stdout + again.stderr
     assert again.returncode == 0 and "node1" in recap(out), out[-6000:]
     assert changed_on_nodes(out) == {}, changed_on_nodes(out)
+    # The re-run re-used the verified import of torch instead of importing it again (issue 17) ...
+    assert re.search(r"TASK \[gpufleet\.cluster\.pytorch : Ask torch what it is\][^\n]*\nskipping: \[node1\]", out), \
+        out[-6000:]
+
+    # ... but an edited torch file is a drift it must catch: the import runs again and fails the node.
+    torch_init = "$(ls /opt/gpufleet/venv/lib/python3*/site-packages/torch/__init__.py)"
+    c.ssh("node1", f"echo 'raise ImportError(\"edited by the drift test\")' >> {torch_init}")
+    edited = c.playbook(PLAYBOOK, *args)
+    out = edited.stdout + edited.stderr
+    assert edited.returncode != 0 and recap(out)["node1"]["failed"] == 1, out[-6000:]
+    assert re.search(r"node1: torch in /opt/gpufleet/venv does not match the plan.{0,400}edited by the drift test",
+                     flat(out)), out[-6000:]
+    # Put back, the import runs again (the file's mtime moved), passes, and nothing else changes.
+    c.ssh("node1", f"sed -i '$d' {torch_init}")
+    restored = c.playbook(PLAYBOOK, *args)
+    out = restored.stdout + restored.stderr
+    assert restored.returncode == 0, out[-6000:]
+    assert re.search(r"TASK \[gpufleet\.cluster\.pytorch : Ask torch what it is\][^\n]*\nok: \[node1\]", out), out[-6000:]
+    assert changed_on_nodes(out) == {}, changed_on_nodes(out)
