@@ -61,7 +61,9 @@ EXAMPLES = r"""
 
 RETURN = r"""
 _value:
-  description: C(findings) (list of findings) and C(verdict) (ring_floor_gbps, node_floor_gbps, slow_ring_links, slow_nodes).
+  description:
+    - C(findings) (list of findings) and C(verdict) (ring_floor_gbps, node_floor_gbps, slow_ring_links, slow_nodes,
+      cleared_links, not_checked: what could not be measured, with the reason).
   type: dict
 """
 

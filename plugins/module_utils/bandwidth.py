@@ -148,9 +148,18 @@ def name_culprits(nodes, ring, per_node, pairs, fraction=DEFAULT_FRACTION, min_g
                     "Check the path between the two nodes: cables, switch ports, routing",
                     value=link.get("gbps"), threshold=_r(ring_floor), transport=transport,
                     link="%s->%s" % (link["src"], link["dst"])))
+    # No link measured is no evidence about the network: said, never a silent pass.
+    not_checked = []
+    if len(nodes) < 2:
+        not_checked.append({"check": "inter-node bandwidth",
+                            "reason": "%d node(s) in the run: no link between nodes to measure" % len(nodes)})
+    elif not ring:
+        not_checked.append({"check": "inter-node bandwidth", "reason": "no ring figure was measured"})
+    if not per_node:
+        not_checked.append({"check": "intra-node bandwidth", "reason": "no loopback figure was measured"})
     return findings, {"ring_floor_gbps": _r(ring_floor), "node_floor_gbps": _r(node_floor),
                       "slow_ring_links": slow_ring, "slow_nodes": sorted(slow_nodes),
-                      "cleared_links": cleared}
+                      "cleared_links": cleared, "not_checked": not_checked}
 
 
 def _is_slow(entry, floor):

@@ -105,3 +105,21 @@ def test_every_node_suspect_falls_back_to_all_pairs_and_still_names_the_sender()
                                                 _measure(pairs, egress_slow="node3"))
     assert [(f["node"], f["code"]) for f in findings] == [("node3", "BANDWIDTH_NODE_SLOW")]
     assert verdict["slow_nodes"] == ["node3"]
+
+
+def test_a_single_node_run_says_the_network_was_not_checked():
+    findings, verdict = bandwidth.name_culprits(["node1"], [], {"node1": {"gbps": 20.0}}, [])
+    assert findings == []
+    assert [item["check"] for item in verdict["not_checked"]] == ["inter-node bandwidth"]
+    assert "1 node(s)" in verdict["not_checked"][0]["reason"]
+
+
+def test_no_figures_at_all_is_not_checked_not_a_pass():
+    findings, verdict = bandwidth.name_culprits(NODES, [], {}, [])
+    assert findings == []
+    assert [item["check"] for item in verdict["not_checked"]] == ["inter-node bandwidth", "intra-node bandwidth"]
+
+
+def test_a_measured_cluster_has_nothing_unchecked():
+    _findings, verdict = bandwidth.name_culprits(NODES, _ring(), {n: {"gbps": 20.0} for n in NODES}, [])
+    assert verdict["not_checked"] == []
