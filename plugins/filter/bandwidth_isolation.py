@@ -63,7 +63,7 @@ RETURN = r"""
 _value:
   description:
     - C(findings) (list of findings) and C(verdict) (ring_floor_gbps, node_floor_gbps, slow_ring_links, slow_nodes,
-      cleared_links, not_checked: what could not be measured, with the reason).
+      cleared_links, not_checked - what could not be measured, with the reason).
   type: dict
 """
 
