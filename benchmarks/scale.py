@@ -189,6 +189,9 @@ def table(rows: list[dict], stages: list[str]) -> str:
     head = "| nodes | bring-up s | PSS MiB/node | " + " | ".join(f"{s} s (s/node)" for s in stages) + " |"
     lines = [head, "|" + "---|" * (3 + len(stages))]
     for row in rows:
+        if row.get("error"):
+            lines.append(f"| {row['nodes']} | FAILED | - | " + " | ".join("not run" for _ in stages) + " |")
+            continue
         cells = []
         for stage in stages:
             r = row["stages"].get(stage)
@@ -223,10 +226,17 @@ def main() -> int:
     forks = re.search(r"^forks\s*=\s*(\d+)", (REPO / "ansible.cfg").read_text(), re.M)
     print(f"forks={forks.group(1) if forks else 'default'} cpus={os.cpu_count()} "
           f"preinstalled={','.join(args.preinstall) or 'nothing'}", flush=True)
-    rows = [measure(n, stages, args.preinstall) for n in args.nodes]
+    rows = []
+    for count in args.nodes:
+        try:
+            rows.append(measure(count, stages, args.preinstall))
+        except RuntimeError as exc:  # a failed bring-up is a result at that size, not the end of the run
+            print(f"  {count:>3} nodes  bring-up failed: {str(exc)[-600:]}", flush=True)
+            rows.append({"nodes": count, "error": str(exc)[-2000:], "stages": {}})
     print(table(rows, stages))
-    base = rows[0]
-    for row in rows[1:]:
+    measured = [row for row in rows if not row.get("error")]
+    base = measured[0] if measured else {"stages": {}}
+    for row in measured[1:]:
         growth = {s: round(row["stages"][s]["per_node"] / base["stages"][s]["per_node"], 2)
                   for s in stages if s in row["stages"] and s in base["stages"] and base["stages"][s]["per_node"]}
         print(f"per-node cost at {row['nodes']} / at {base['nodes']} nodes: {growth}")
@@ -240,6 +250,7 @@ def main() -> int:
                                          "rows": rows}, indent=2) + "\n")
     bad = [(r["nodes"], s) for r in rows for s, v in r["stages"].items() if v["rc"] or v["failed_nodes"] or v.get("error")]
     bad += [(r["nodes"], "leftovers") for r in rows if r.get("leftovers")]
+    bad += [(r["nodes"], "bring-up") for r in rows if r.get("error")]
     if bad:
         print(f"failed or changed: {bad}", file=sys.stderr)
     return 1 if bad else 0
