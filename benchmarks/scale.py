@@ -190,7 +190,7 @@ def table(rows: list[dict], stages: list[str]) -> str:
     lines = [head, "|" + "---|" * (3 + len(stages))]
     for row in rows:
         if row.get("error"):
-            lines.append(f"| {row['nodes']} | FAILED | - | " + " | ".join("not run" for _ in stages) + " |")
+            lines.append(f"| {row['nodes']} | FAILED | - | " + " | ".join("not run" for _stage in stages) + " |")
             continue
         cells = []
         for stage in stages:
