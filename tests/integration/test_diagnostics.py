@@ -58,5 +58,9 @@ def test_validate_names_the_diag_failure_and_the_slow_node(cluster, tmp_path):
     # node3's shaped egress slows its sends (and, in the concurrent ring, maybe the ACKs of what it receives).
     slow = [(link["src"], link["dst"]) for link in bandwidth["verdict"]["slow_ring_links"]]
     assert ("node3", "node4") in slow, bandwidth["ring"]
+    # node3 was blamed only after its sends were measured a second time and were slow again.
+    assert {"src": "node3", "dst": "node4"} in bandwidth["pairs_confirmed"], bandwidth
+    sends = [p for p in bandwidth["pair_results"] if p["src"] == "node3"]
+    assert len(sends) > len({(p["src"], p["dst"]) for p in sends}) and all(p["gbps"] < 0.1 for p in sends), sends
     # The healthy nodes still train; a CPU run says gloo.
     assert summary["smoke"]["passed"] is True and summary["smoke"]["backend"] == "gloo", summary["smoke"]

@@ -15,7 +15,9 @@ from cli_helpers import REPO, clean_env, local_inventory, run_cli
 
 FILTERS = ["homogeneity", "homogeneity_findings", "preflight_report", "preflight_markdown", "preflight_summary_table",
            "preflight_failure_messages", "preflight_console", "nccl_env", "preflight_node_summary",
-           "preflight_profile", "preflight_findings", "scale_hparams", "stack_plan"]
+           "preflight_profile", "preflight_findings", "scale_hparams", "stack_plan", "bandwidth_verdict",
+           "bandwidth_ring_links", "bandwidth_slow_links", "bandwidth_isolation_pairs", "bandwidth_confirm_pairs",
+           "bandwidth_pair_figures", "findings_junit"]
 
 
 @pytest.fixture(scope="module")
