@@ -30,7 +30,6 @@ import argparse
 import json
 import os
 import re
-import subprocess
 import sys
 import tempfile
 import threading
@@ -41,7 +40,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "tests" / "integration"))
 sys.path.insert(0, str(REPO / "tests" / "sim"))
 
-from simharness import VENV_BIN, bring_up, recap, sim_skip_reason, simlib, tear_down  # noqa: E402
+from simharness import bring_up, recap, sim_skip_reason, simlib, tear_down  # noqa: E402
 
 STAGES = ("preflight", "stack", "stack-rerun", "fabric", "health", "smoke", "empty")
 DEFAULT_STAGES = ("preflight", "stack", "stack-rerun", "fabric", "health", "empty")
@@ -115,8 +114,8 @@ def run_stage(cluster, stage: str, reports: Path, empty_play: Path) -> dict:
         "empty": [empty_play],
     }[stage]
     timer_json = reports.parent / f"tasks-{stage}.json"
-    env = {**cluster.env(), "ANSIBLE_CALLBACK_PLUGINS": str(REPO / "benchmarks" / "callbacks"),
-           "ANSIBLE_CALLBACKS_ENABLED": "task_timer", "TASK_TIMER_JSON": str(timer_json)}
+    timer = {"ANSIBLE_CALLBACK_PLUGINS": str(REPO / "benchmarks" / "callbacks"),
+             "ANSIBLE_CALLBACKS_ENABLED": "task_timer", "TASK_TIMER_JSON": str(timer_json)}
     # Lowest MemAvailable while the stage runs: what it costs the host at its peak.
     lowest = [mem_available_kib()]
     baseline = lowest[0]
@@ -129,9 +128,7 @@ def run_stage(cluster, stage: str, reports: Path, empty_play: Path) -> dict:
     sampler = threading.Thread(target=sample, daemon=True)
     sampler.start()
     start = time.monotonic()
-    proc = subprocess.run([str(VENV_BIN / "ansible-playbook"), "-i", str(cluster.inventory), str(playbook[0]),
-                           *playbook[1:], *extra], cwd=REPO, env=env, capture_output=True, text=True,
-                          timeout=5400, check=False)
+    proc = cluster.playbook(playbook[0], *playbook[1:], *extra, timeout=5400, env=timer)
     seconds = time.monotonic() - start
     done.set()
     sampler.join()

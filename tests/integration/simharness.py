@@ -68,9 +68,11 @@ class SimCluster:
         env["ANSIBLE_CONFIG"] = str(REPO_ROOT / "ansible.cfg")
         return env
 
-    def playbook(self, path, *args: str, timeout: int = 1800) -> subprocess.CompletedProcess:
+    def playbook(self, path, *args: str, timeout: int = 1800, env: dict | None = None) -> subprocess.CompletedProcess:
+        """ansible-playbook against this cluster; ``env`` adds to (or overrides) the cluster's environment."""
         return subprocess.run([str(VENV_BIN / "ansible-playbook"), "-i", str(self.inventory), str(path), *args],
-                              cwd=REPO_ROOT, env=self.env(), capture_output=True, text=True, timeout=timeout, check=False)
+                              cwd=REPO_ROOT, env={**self.env(), **(env or {})}, capture_output=True, text=True,
+                              timeout=timeout, check=False)
 
     def ansible(self, *args: str, timeout: int = 600) -> subprocess.CompletedProcess:
         return subprocess.run([str(VENV_BIN / "ansible"), "-i", str(self.inventory), *args],

@@ -14,18 +14,13 @@ import re
 import subprocess
 
 import pytest
-import yaml
 
+from molecule_scenarios import sim_request
 from simharness import REPO_ROOT, simlib
 
 pytestmark = [pytest.mark.sim, pytest.mark.slow]
 
 SEQUENCE = ("destroy", "syntax", "create", "converge", "idempotence", "check", "verify")
-
-
-def scenario_cluster(scenario: str) -> str:
-    config = yaml.safe_load((REPO_ROOT / "molecule" / scenario / "molecule.yml").read_text())
-    return config["provisioner"]["inventory"]["group_vars"]["all"]["molecule_sim"]["name"]
 
 
 @pytest.mark.parametrize("scenario", ["stack", "default"])
@@ -41,4 +36,4 @@ def test_scenario_passes_its_whole_sequence_and_leaves_nothing(scenario):
     for step in SEQUENCE:
         assert re.search(rf"\[{scenario} > {step}\] Executed: Successful", out), f"step {step} missing\n{out[-4000:]}"
     assert len(re.findall(rf"\[{scenario} > destroy\] Executed: Successful", out)) == 2, out[-4000:]
-    assert simlib.leftovers(scenario_cluster(scenario)) == []
+    assert simlib.leftovers(sim_request(scenario)["name"]) == []

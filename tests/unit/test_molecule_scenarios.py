@@ -12,14 +12,11 @@ from pathlib import Path
 import pytest
 import yaml
 
+from molecule_scenarios import scenario_dirs, sim_request
+
 REPO = Path(__file__).resolve().parents[2]
-SCENARIOS = sorted(p.parent for p in (REPO / "molecule").glob("*/molecule.yml"))
+SCENARIOS = scenario_dirs()
 BASE = yaml.safe_load((REPO / ".config" / "molecule" / "config.yml").read_text())
-
-
-def sim_request(scenario: Path) -> dict:
-    config = yaml.safe_load((scenario / "molecule.yml").read_text())
-    return config["provisioner"]["inventory"]["group_vars"]["all"]["molecule_sim"]
 
 
 def test_the_issue_s_scenarios_exist():
