@@ -574,7 +574,9 @@ def cmd_slurm_task(args):
     print("GPUFLEET_TASK procid=%s node=%s rank=%s local_rank=%d" % (
         os.environ["SLURM_PROCID"], name, env["RANK"], local_rank), flush=True)
     os.makedirs(args.work_dir, exist_ok=True)
-    rollcall_file = os.path.join(args.work_dir, "rollcall-%s.json" % args.run_id)
+    # One file per node: a work dir on a shared filesystem (NFS home, or several tasks on one host)
+    # must not hand one node's roll call to another node's ranks, nor race on the temporary file.
+    rollcall_file = os.path.join(args.work_dir, "rollcall-%s-%s.json" % (args.run_id, name))
     if local_rank == 0:
         if len(peers) > 1:
             view = rollcall(name, peers, args.rollcall_port, args.join_timeout)
@@ -582,7 +584,7 @@ def cmd_slurm_task(args):
             view = {"node": name, "ok": True, "elapsed_s": 0.0, "reached": [], "unreachable": [],
                     "heard_from": [], "not_heard_from": [], "wrong_name": {}, "errors": {}}
         print("GPUFLEET_ROLLCALL %s" % json.dumps(view), flush=True)
-        tmp = rollcall_file + ".tmp"
+        tmp = "%s.%d.tmp" % (rollcall_file, os.getpid())
         with open(tmp, "w", encoding="utf-8") as fh:
             json.dump(view, fh)
         os.replace(tmp, rollcall_file)

@@ -218,6 +218,10 @@ def test_srun_launcher_runs_one_step_over_two_nodes_on_loopback(tmp_path):
     assert "--nodelist=node2,node1" in argv and "--ntasks=2" in argv
     for name, node in doc["nodes"].items():
         assert node["rollcall"]["ok"] and node["error"] is None and node["torchrun_rc"] == 0, (name, node)
+    # Both "nodes" share this work dir (as on an NFS home): each wrote its own roll call file
+    # (one shared name once raced here: FileNotFoundError on the other node's os.replace).
+    work = tmp_path / "work"
+    assert sorted(p.name for p in work.glob("rollcall-*")) == ["rollcall-t-srun-a.json", "rollcall-t-srun-b.json"]
     # The stand-in put SLURM_PROCID 0 on node1 (b); rank 0 and the result are still on a, the first peer.
     result = doc["nodes"]["a"]["result"]
     assert doc["nodes"]["b"]["result"] is None
