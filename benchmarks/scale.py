@@ -141,6 +141,9 @@ def run_stage(cluster, stage: str, reports: Path, empty_play: Path) -> dict:
               "rc": proc.returncode, "failed_nodes": failed, "changed": changed,
               "tasks": len(re.findall(r"^TASK \[", out, re.M)),
               "peak_extra_mem_mib": round((baseline - lowest[0]) / 1024)}
+    if stage.startswith("stack"):
+        # Nodes that ran the roles (not found converged by their record): all on a first run, none on a re-run.
+        result["roles_ran_on"] = len(set(re.findall(r"(\S+): running the stack roles:", out)))
     if timer_json.exists():
         result["slowest_tasks"] = json.loads(timer_json.read_text())[:8]
     if proc.returncode != 0 or failed:

@@ -13,7 +13,9 @@ repository from the manifest):
      node3 re-run with changed=0;
   3. node1 moves R535 -> R570: driver and fabric manager in one transaction, held again, one reboot;
   4. a last run changes nothing.
-Debian 12: one node converges from the debian12 manifest's Debian-style names and re-runs with changed=0.
+Debian 12: one node converges from the debian12 manifest's Debian-style names and re-runs with changed=0, the roles
+skipped on the converged-state record; each drift (a torch file edited, a package unheld, a version moved, a file
+edited) runs the roles again and is corrected.
 
 Where the solver's recommended release is beyond what the manifest's sources reach (each side is sourced;
 tests/unit/sim/test_plan_against_manifests.py lists every such gap), the node pins a release the manifest
@@ -211,16 +213,19 @@ def test_debian_12_converges_from_debian_style_names_and_reruns_unchanged(debian
     out = again.stdout + again.stderr
     assert again.returncode == 0 and "node1" in recap(out), out[-6000:]
     assert changed_on_nodes(out) == {}, changed_on_nodes(out)
-    # The re-run re-used the verified import of torch instead of importing it again (issue 17) ...
-    assert re.search(r"TASK \[gpufleet\.cluster\.pytorch : Ask torch what it is\][^\n]*\nskipping: \[node1\]", out), \
-        out[-6000:]
+    # The re-run found the node as recorded after its converge and skipped the roles (issue 17) ...
+    why = re.findall(r"node1: running the stack roles:.{0,1500}", flat(out))
+    assert re.search(r"TASK \[Run the pytorch role\][^\n]*\nskipping: \[node1\]", out), why or out[-6000:]
+    assert "TASK [gpufleet.cluster." not in out.split("PLAY [Find the nodes that need a reboot]")[0], out[-6000:]
 
-    # ... but an edited torch file is a drift it must catch: the import runs again and fails the node.
+    # ... but an edited torch file is a drift it must catch: the roles run, the import runs again and fails.
     torch_init = "$(ls /opt/gpufleet/venv/lib/python3*/site-packages/torch/__init__.py)"
     c.ssh("node1", f"echo 'raise ImportError(\"edited by the drift test\")' >> {torch_init}")
     edited = c.playbook(PLAYBOOK, *args)
     out = edited.stdout + edited.stderr
     assert edited.returncode != 0 and recap(out)["node1"]["failed"] == 1, out[-6000:]
+    assert "node1: running the stack roles: 1 observation(s) moved since the record: venv /opt/gpufleet/venv" \
+        in flat(out), out[-6000:]
     assert re.search(r"node1: torch in /opt/gpufleet/venv does not match the plan.{0,400}edited by the drift test",
                      flat(out)), out[-6000:]
     # Put back, the import runs again (the file's mtime moved), passes, and nothing else changes.
@@ -230,3 +235,28 @@ def test_debian_12_converges_from_debian_style_names_and_reruns_unchanged(debian
     assert restored.returncode == 0, out[-6000:]
     assert re.search(r"TASK \[gpufleet\.cluster\.pytorch : Ask torch what it is\][^\n]*\nok: \[node1\]", out), out[-6000:]
     assert changed_on_nodes(out) == {}, changed_on_nodes(out)
+
+    # Every other drift the roles correct is caught too, each named: a package unheld, a version moved,
+    # a file edited. One run puts all three back; the run after it skips the roles again.
+    nccl = dpkg(c, "node1")["libnccl2"]["version"]
+    other = next(v for v in c.ssh("node1", "apt-cache madison libnccl2 | awk '{print $3}'").stdout.split()
+                 if v != nccl)
+    c.ssh("node1", "apt-mark unhold cuda-drivers-550 && "
+                   f"apt-get install -y -q --allow-downgrades --allow-change-held-packages libnccl2={other} "
+                   f"libnccl-dev={other} && echo '# edited by the drift test' >> /etc/profile.d/gpufleet-cuda.sh")
+    assert not dpkg(c, "node1")["cuda-drivers-550"]["held"] and dpkg(c, "node1")["libnccl2"]["version"] == other
+    drifted = c.playbook(PLAYBOOK, *args)
+    out = drifted.stdout + drifted.stderr
+    assert drifted.returncode == 0, out[-6000:]
+    said = flat(out)
+    for moved in ("package cuda-drivers-550: recorded hold ok installed", f"package libnccl2: recorded hold ok installed {nccl}",
+                  "file /etc/profile.d/gpufleet-cuda.sh: recorded file"):
+        assert moved in said, (moved, out[-6000:])
+    assert changed_on_nodes(out).get("node1"), out[-4000:]
+    after = dpkg(c, "node1")
+    assert after["cuda-drivers-550"]["held"] and after["libnccl2"]["version"] == nccl and after["libnccl2"]["held"]
+    assert "edited" not in c.ssh("node1", "cat /etc/profile.d/gpufleet-cuda.sh").stdout
+    settled = c.playbook(PLAYBOOK, *args)
+    out = settled.stdout + settled.stderr
+    assert settled.returncode == 0 and changed_on_nodes(out) == {}, out[-6000:]
+    assert re.search(r"TASK \[Run the nvidia_driver role\][^\n]*\nskipping: \[node1\]", out), out[-6000:]

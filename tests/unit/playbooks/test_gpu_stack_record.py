@@ -51,3 +51,23 @@ def test_a_pending_reboot_keeps_its_reasons():
     assert pending["reboot_required"] is True and pending["reboot_reasons"] == REASONS
     # The next run, still not allowed to reboot, sees the same requests: the same record.
     assert record(nvidia_driver_action="keep", reboot_reasons=REASONS, reboot_required=True) == pending
+
+
+def test_a_converged_node_that_skipped_the_roles_writes_the_same_record():
+    """The skip path restores the roles' facts from the converged-state record (the stack play's
+    "Take the recorded versions" task) and reads the loaded driver from it: stack.json must not change."""
+    full = record(nvidia_driver_action="keep", reboot_reasons=[], reboot_required=False)
+    stack_play = next(p for p in LOADER.load_from_file(str(PLAYBOOK), trusted_as_template=True)
+                      if p.get("name") == "Install the planned GPU software stack")
+    restore = next(t for t in stack_play["pre_tasks"] if t["name"] == "Take the recorded versions of a converged node")
+    state = {"converged": True, "installed": full["installed"]}
+    templar = Templar(loader=LOADER, variables={"gpu_stack_state": state})
+    restored = templar.template(restore["ansible.builtin.set_fact"])
+    skipped = {k: v for k, v in INSTALLED.items() if k != "gpu_stack_loaded"}
+    skipped.update(restored)
+    variables = {"inventory_hostname": "node1", "gpu_stack_plan": PLAN, "gpu_stack_converged": True,
+                 "gpu_stack_state": state, "reboot_required": False, **restored}
+    converged = Templar(loader=LOADER, variables=variables).template(RECORD_PLAY["vars"]["gpu_stack_node"])
+    assert converged == full
+    # Each restored fact is one the roles set (no name drifted from the roles' own).
+    assert set(restored) - {"pytorch_import_reused"} == {k for k in INSTALLED if k != "gpu_stack_loaded"}

@@ -211,17 +211,23 @@ def test_reboot_play_goes_in_batches_and_stops_at_the_first_refused_node(tmp_pat
     assert result.returncode != 0
     assert "node1: not rebooting: 3 process(es) use the GPUs" in result.out, result.out[-4000:]
     # node2 and node3 were in later batches, which never started.
+    batched = result.out.split("PLAY [Reboot the nodes that need it, once]")[1]
     for name in ("node2", "node3"):
-        assert f"[{name}]" not in result.out, result.out[-4000:]
+        assert f"[{name}]" not in batched.split("PLAY RECAP")[0], result.out[-4000:]
 
 
-def test_reboot_play_goes_one_batch_at_a_time_and_reaches_the_reboot(tmp_path):
+def test_only_nodes_with_a_request_enter_the_batches_and_reach_the_reboot(tmp_path):
     nodes = {"node1": Node(tmp_path / "node1", request=False), "node2": Node(tmp_path / "node2", request=False),
              "node3": Node(tmp_path / "node3")}
     result = run(tmp_path, nodes, REPO / "playbooks" / "reboot.yml", "--check", "-e", "gpufleet_reboot_ok=true")
     assert "--check" in result.args
-    batches = re.findall(r"TASK \[gpufleet.cluster.reboot : Find the reboot requests\] \*+\nok: \[(node\d)\]\n\n", result.out)
-    assert batches == ["node1", "node2", "node3"], "one node per batch (10% of three, at least one)\n" + result.out[-4000:]
+    # All three read their requests at once; only node3 has one, so only node3 is batched.
+    found = re.search(r"TASK \[gpufleet.cluster.reboot : Find the reboot requests\] \*+\n((?:ok: \[node\d\]\n)+)", result.out)
+    assert found and sorted(re.findall(r"node\d", found.group(1))) == ["node1", "node2", "node3"], result.out[-4000:]
+    batched = result.out.split("PLAY [Reboot the nodes that need it, once]")[1:]
+    assert len(batched) == 1, result.out[-4000:]
+    assert re.findall(r"TASK \[gpufleet.cluster.reboot : Find the reboot requests\] \*+\nok: \[(node\d)\]\n\n",
+                      batched[0]) == ["node3"], result.out[-4000:]
     # node3 passed every check and got as far as the reboot itself, which ansible.builtin.reboot
     # refuses over a local connection even in check mode ("would reboot the control node").
     assert re.search(r"TASK \[gpufleet.cluster.reboot : Reboot the node\] \*+\n\[ERROR\]: [^\n]*would reboot the control node",
@@ -233,6 +239,7 @@ def test_the_stack_reboots_through_the_batched_play():
     stack = yaml.safe_load((REPO / "playbooks" / "gpu_stack.yml").read_text())
     assert {"name": "Reboot the nodes that need it, once, in batches",
             "ansible.builtin.import_playbook": "reboot.yml"} in stack
-    (play,) = yaml.safe_load((REPO / "playbooks" / "reboot.yml").read_text())
+    find, play = yaml.safe_load((REPO / "playbooks" / "reboot.yml").read_text())
+    assert "serial" not in find and play["hosts"].endswith(":&gpufleet_reboot_requested")
     assert play["max_fail_percentage"] == "{{ gpufleet_reboot_max_fail_percentage | default(0) }}"
     assert play["serial"] == "{{ gpufleet_reboot_serial | default('10%') }}"

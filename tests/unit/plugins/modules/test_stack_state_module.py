@@ -1,0 +1,85 @@
+"""stack_state: a record on real files, then every way a comparison must refuse to call the node converged."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from ansible.module_utils.testing import patch_module_args
+
+from ansible_collections.gpufleet.cluster.plugins.module_utils import stack_state as state_utils
+from ansible_collections.gpufleet.cluster.plugins.modules import stack_state
+
+KEY = "a" * 64
+
+
+def call(capsys, **args):
+    with patch_module_args(args):
+        with pytest.raises(SystemExit):
+            stack_state.main()
+    return json.loads(capsys.readouterr().out)
+
+
+@pytest.fixture
+def node(tmp_path):
+    """A recorded node: a pin file, a reboot request directory and a command, under key KEY."""
+    pin = tmp_path / "etc" / "gpufleet-nccl"
+    pin.parent.mkdir()
+    pin.write_text("Package: libnccl2\nPin: version 2.19.3-1+cuda12.2\n")
+    requests = tmp_path / "reboot-required.d"
+    requests.mkdir()
+    record = tmp_path / "state" / "stack-state.json"
+    watch = {"files": [str(pin)], "dirs": [str(requests)], "commands": [["uname", "-s"]]}
+    return {"pin": pin, "requests": requests, "record": record, "watch": watch}
+
+
+def test_a_recorded_node_is_converged_until_something_moves(capsys, node):
+    written = call(capsys, path=str(node["record"]), key=KEY, record=True, watch=node["watch"],
+                   installed={"nccl": "2.19.3"})
+    assert written["changed"] is True and written["observed"] == 4  # kernel, file, directory, command
+    assert oct(node["record"].stat().st_mode & 0o777) == "0o600"
+    again = call(capsys, path=str(node["record"]), key=KEY, record=True, watch=node["watch"],
+                 installed={"nccl": "2.19.3"})
+    assert again["changed"] is False, "the record holds no time stamp"
+
+    same = call(capsys, path=str(node["record"]), key=KEY)
+    assert same["converged"] is True and same["drift"] == [] and same["installed"] == {"nccl": "2.19.3"}
+
+    node["pin"].write_text("Package: libnccl2\nPin: version 2.20.5-1+cuda12.4\n")
+    (node["requests"] / "driver-installed").write_text("reboot\n")
+    moved = call(capsys, path=str(node["record"]), key=KEY)
+    assert moved["converged"] is False
+    assert [line.split(":")[0] for line in moved["drift"]] == [
+        "directory " + str(node["requests"]), "file " + str(node["pin"])]
+    assert moved["reason"].startswith("2 observation(s) moved since the record: directory ")
+
+
+def test_another_key_no_record_or_a_foreign_record_is_not_converged(capsys, node):
+    missing = call(capsys, path=str(node["record"]), key=KEY)
+    assert missing["converged"] is False and missing["reason"].startswith("no converged state recorded yet")
+    parts = {"plan": {"driver_branch": "550"}, "inputs": {"nccl_hold": True, "pytorch_venv": "/opt/v"}, "roles": "r1"}
+    call(capsys, path=str(node["record"]), key=KEY, key_parts=parts, record=True, watch=node["watch"])
+    other = call(capsys, path=str(node["record"]), key="b" * 64,
+                 key_parts={**parts, "inputs": {"nccl_hold": False, "pytorch_venv": "/opt/v"}, "roles": "r2"})
+    assert other["converged"] is False
+    assert other["reason"] == "the plan, the role inputs or the roles changed since the record: inputs.nccl_hold, roles"
+    node["record"].write_text("{not json")
+    broken = call(capsys, path=str(node["record"]), key=KEY)
+    assert broken["converged"] is False and "unreadable" in broken["reason"]
+    node["record"].write_text(json.dumps({"format": 0, "key": KEY, "observed": {}}))
+    foreign = call(capsys, path=str(node["record"]), key=KEY)
+    assert foreign["converged"] is False and "another format" in foreign["reason"]
+
+
+def test_nothing_is_recorded_in_check_mode_or_from_what_could_not_be_observed(capsys, node, monkeypatch):
+    checked = call(capsys, path=str(node["record"]), key=KEY, record=True, watch=node["watch"], _ansible_check_mode=True)
+    assert checked["changed"] is True and not node["record"].exists()
+    # A node without systemctl cannot show its services: recording that would let the next run skip on nothing.
+    real_which = state_utils.shutil.which
+    monkeypatch.setattr(state_utils.shutil, "which", lambda name: None if name == "systemctl" else real_which(name))
+    failed = call(capsys, path=str(node["record"]), key=KEY, record=True,
+                  watch={**node["watch"], "services": ["nvidia-persistenced"]})
+    assert failed["failed"] is True
+    assert failed["msg"] == ("cannot record the converged state: could not observe service nvidia-persistenced "
+                             "(unobserved: no systemctl)")
+    assert not node["record"].exists()
