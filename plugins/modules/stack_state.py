@@ -104,6 +104,10 @@ installed:
   description: What the record stored for the converged node (comparison), or what was recorded.
   returned: always
   type: dict
+watch:
+  description: What the record watches (comparison of a record under the same key only).
+  returned: when the key matched
+  type: dict
 observed:
   description: How many observations were taken.
   returned: always
@@ -161,7 +165,7 @@ def compare(module: AnsibleModule, run_command) -> dict:
     moved = drift(record["observed"], now)
     reason = "" if not moved else "%d observation(s) moved since the record: %s" % (len(moved), moved[0])
     return {"converged": not moved, "reason": reason, "drift": moved,
-            "installed": record.get("installed", {}), "observed": len(now)}
+            "installed": record.get("installed", {}), "observed": len(now), "watch": record.get("watch", {})}
 
 
 def write_record(module: AnsibleModule, run_command) -> dict:

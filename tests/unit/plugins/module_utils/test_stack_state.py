@@ -68,21 +68,25 @@ def test_a_new_reboot_request_changes_the_listing(tmp_path):
     assert stack_state.dir_listing(str(requests)).startswith("driver-installed file ")
 
 
-def test_a_venv_tree_moves_with_any_file_but_not_with_bytecode(tmp_path):
+@pytest.mark.parametrize("runner", [run, None], ids=["find", "python-walk"])
+def test_a_venv_tree_moves_with_any_file_but_not_with_bytecode(tmp_path, runner):
     site = tmp_path / "venv" / "lib" / "python3.11" / "site-packages" / "torch"
     site.mkdir(parents=True)
     init = site / "__init__.py"
     init.write_text("__version__ = '2.4.1'\n")
-    recorded = stack_state.tree_signature(str(tmp_path / "venv"))
+    recorded = stack_state.tree_signature(str(tmp_path / "venv"), runner)
     assert recorded.startswith("tree of 1 files sha256 ")
     (site / "__pycache__").mkdir()
     (site / "__pycache__" / "__init__.cpython-311.pyc").write_bytes(b"bytecode")
-    assert stack_state.tree_signature(str(tmp_path / "venv")) == recorded
+    assert stack_state.tree_signature(str(tmp_path / "venv"), runner) == recorded
     init.write_text("__version__ = '2.4.1'\nraise ImportError('edited')\n")
-    edited = stack_state.tree_signature(str(tmp_path / "venv"))
+    edited = stack_state.tree_signature(str(tmp_path / "venv"), runner)
     assert edited != recorded
     (site / "extra.py").write_text("")
-    assert stack_state.tree_signature(str(tmp_path / "venv")) not in (recorded, edited)
+    added = stack_state.tree_signature(str(tmp_path / "venv"), runner)
+    assert added.startswith("tree of 2 files") and added not in (recorded, edited)
+    os.chmod(site / "extra.py", 0o600)
+    assert stack_state.tree_signature(str(tmp_path / "venv"), runner) != added
 
 
 @pytest.mark.skipif(not shutil.which("dpkg-query"), reason="needs dpkg (the CI machine is Debian)")
