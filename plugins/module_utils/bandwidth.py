@@ -103,16 +103,16 @@ def pair_figures(registered):
     for result in (registered or {}).get("results", []) or []:
         if not isinstance(result, dict) or not isinstance(result.get("item"), dict):
             continue
-        entry = {"src": result["item"]["src"], "dst": result["item"]["dst"], "gbps": None}
         try:
             measured = json.loads(result.get("stdout") or "")
         except ValueError:
             measured = None
         if isinstance(measured, dict):
-            entry.update(measured)
+            entry = {"gbps": None, **measured}
         else:
-            entry["error"] = "no figure: %r" % ((result.get("stdout") or result.get("msg") or "")[:200],)
-        entry["src"], entry["dst"] = result["item"]["src"], result["item"]["dst"]
+            entry = {"gbps": None, "error": "no figure: %r" % ((result.get("stdout") or result.get("msg") or "")[:200],)}
+        # The pair is the one the loop asked for, whatever the tool printed.
+        entry.update(src=result["item"]["src"], dst=result["item"]["dst"])
         figures.append(entry)
     return figures
 
