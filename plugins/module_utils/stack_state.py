@@ -138,18 +138,19 @@ def parse_systemctl_show(names: list[str], stdout: str) -> dict[str, str]:
 
 def observe(watch: dict, run_command) -> dict[str, str]:
     """Observe everything watch names. run_command(argv) -> (rc, stdout, stderr), as AnsibleModule's."""
+    watch = normalise_watch(watch)  # a record read back may have been edited by hand
     seen: dict[str, str] = {}
     seen["kernel"] = os.uname().release
-    for path in watch.get("files", []):
+    for path in watch["files"]:
         seen["file " + path] = file_signature(path)
-    for path in watch.get("dirs", []):
+    for path in watch["dirs"]:
         seen["directory " + path] = dir_listing(path)
-    for path in watch.get("venvs", []):
+    for path in watch["venvs"]:
         seen["venv " + path] = tree_signature(path, run_command)
-    packages = sorted(set(watch.get("packages", [])))
+    packages = watch["packages"]
     if packages:
         seen.update(("package " + name, value) for name, value in _packages(packages, run_command).items())
-    services = sorted(set(watch.get("services", [])))
+    services = watch["services"]
     if services and not shutil.which("systemctl"):
         seen.update(("service " + name, "unobserved: no systemctl") for name in services)
     elif services:
@@ -159,7 +160,7 @@ def observe(watch: dict, run_command) -> dict[str, str]:
             seen.update(("service " + name, value) for name, value in parse_systemctl_show(services, out).items())
         else:
             seen.update(("service " + name, "unobserved: systemctl failed: %s" % err.strip()) for name in services)
-    for argv in watch.get("commands", []):
+    for argv in watch["commands"]:
         seen["command " + " ".join(argv)] = _command(argv, run_command)
     return seen
 

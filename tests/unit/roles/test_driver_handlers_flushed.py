@@ -23,6 +23,8 @@ def test_driver_role_flushes_its_handlers_last():
 def test_stack_play_runs_the_driver_role_first():
     plays = yaml.safe_load((REPO / "playbooks/gpu_stack.yml").read_text())
     stack = plays[0]
-    includes = [t["ansible.builtin.include_role"]["name"] for t in stack["tasks"] if "ansible.builtin.include_role" in t]
+    assert [t.get("ansible.builtin.include_tasks") for t in stack["tasks"]] == ["tasks/gpu_stack_roles.yml"]
+    roles = yaml.safe_load((REPO / "playbooks/tasks/gpu_stack_roles.yml").read_text())
+    includes = [t["ansible.builtin.include_role"]["name"] for t in roles if "ansible.builtin.include_role" in t]
     assert includes[0] == "gpufleet.cluster.nvidia_driver"
     assert not stack.get("force_handlers"), "with force_handlers the flush would be redundant; keep one mechanism"

@@ -235,6 +235,26 @@ def test_only_nodes_with_a_request_enter_the_batches_and_reach_the_reboot(tmp_pa
     assert "not rebooting" not in result.out
 
 
+def test_a_request_directory_the_caller_vouches_for_is_not_read_again(tmp_path):
+    """The stack play lists the request directory of a node it found converged (watched, unchanged, since a
+    record taken with no reboot owed) in reboot_requests_clear_dirs: that node skips the read and the batches."""
+    nodes = {"node1": Node(tmp_path / "node1"), "node2": Node(tmp_path / "node2")}
+    inventory_vars = {name: node.hostvars() for name, node in nodes.items()}
+    inventory_vars["node1"]["reboot_requests_clear_dirs"] = [inventory_vars["node1"]["reboot_request_dir"]]
+    # Another node's directory in the list changes nothing for node2.
+    inventory_vars["node2"]["reboot_requests_clear_dirs"] = [str(tmp_path / "elsewhere")]
+    for name, node in nodes.items():
+        node.hostvars = lambda v=inventory_vars[name]: v
+    result = run(tmp_path, nodes, REPO / "playbooks" / "reboot.yml", "--check", "-e", "gpufleet_reboot_ok=true")
+    found_play = result.out.split("PLAY [Reboot the nodes that need it, once]")[0]
+    read = re.search(r"TASK \[gpufleet.cluster.reboot : Find the reboot requests\] \*+\n((?:ok: \[node\d\]\n)+)", found_play)
+    assert read and re.findall(r"node\d", read.group(1)) == ["node2"], result.out[-4000:]
+    assert re.search(r"TASK \[gpufleet.cluster.reboot : Read the reboot requests\] \*+\nskipping: \[node1\]", found_play), \
+        result.out[-4000:]
+    batched = result.out.split("PLAY [Reboot the nodes that need it, once]")[1]
+    assert "[node2]" in batched and "[node1]" not in batched.split("PLAY RECAP")[0], result.out[-4000:]
+
+
 def test_the_stack_reboots_through_the_batched_play():
     stack = yaml.safe_load((REPO / "playbooks" / "gpu_stack.yml").read_text())
     assert {"name": "Reboot the nodes that need it, once, in batches",

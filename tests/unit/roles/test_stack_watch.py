@@ -155,10 +155,21 @@ def stack_plays():
     return yaml.safe_load((REPO / "playbooks" / "gpu_stack.yml").read_text())
 
 
+def play_tasks(play: dict) -> list[dict]:
+    """The play's tasks with the task files it includes (playbooks/tasks/) in their place."""
+    out = []
+    for task in play["tasks"]:
+        included = task.get("ansible.builtin.include_tasks")
+        out.extend(yaml.safe_load((REPO / "playbooks" / included).read_text()) if included else [task])
+    return out
+
+
 def test_the_files_the_stack_playbook_writes_on_the_node_are_watched():
     record = next(play for play in stack_plays() if play.get("name") == "Record the installed stack")
     watch = record["vars"]["gpu_stack_watch"]
-    node_writes = [task for task in record["tasks"] if writes(task) and task.get("delegate_to") != "localhost"
+    tasks = play_tasks(record)
+    assert "Write the stack as a local fact" in [task["name"] for task in tasks]
+    node_writes = [task for task in tasks if writes(task) and task.get("delegate_to") != "localhost"
                    and not task["name"].startswith("Ask nvidia-smi")]
     targets = [writes(task)[1] for task in node_writes]
     assert "/etc/ansible/facts.d/gpufleet_stack.fact" in targets
@@ -184,6 +195,7 @@ def test_the_role_outputs_left_out_of_the_key_are_exactly_what_the_roles_set():
 
 def test_every_gpufleet_variable_the_stack_reads_is_in_the_key():
     text = (REPO / "playbooks" / "gpu_stack.yml").read_text().split("- name: Reboot the nodes")[0]
+    text += (REPO / "playbooks" / "tasks" / "gpu_stack_roles.yml").read_text()
     for role in ROLES:
         for folder in ("defaults", "vars"):
             for path in (REPO / "roles" / role / folder).glob("*.yml"):
