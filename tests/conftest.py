@@ -8,6 +8,10 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
+# Ansible's and molecule's own state (tmp, ssh control sockets, molecule's copy of the collection) stays
+# in the clone, never under the user's home, however pytest was started (tools/test.sh sets the same).
+os.environ.setdefault("ANSIBLE_HOME", str(REPO / ".ansible"))
+
 # `ansible_collections.gpufleet.cluster.*` resolves through the committed self-link.
 # tests/ too: every test file imports `from fixtures_path import FIXTURES` without a path preamble of its own.
 for path in (REPO / "collections", REPO, REPO / "tests"):
