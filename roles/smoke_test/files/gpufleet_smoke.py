@@ -35,6 +35,7 @@ import json
 import math
 import os
 import re
+import select
 import signal
 import socket
 import subprocess
@@ -309,7 +310,6 @@ def bound_listener(address, port):
 
 def cmd_store(args):
     """Host a TCPStore on --address:--port until stdin closes (the launcher is done) or --timeout."""
-    import select  # pylint: disable=import-outside-toplevel
     from datetime import timedelta  # pylint: disable=import-outside-toplevel
     import torch.distributed as dist  # pylint: disable=import-outside-toplevel
     try:
@@ -342,7 +342,6 @@ def start_store_host(address, port, timeout, log_file):
 
 def wait_store_ready(proc, deadline, log_file):
     """None once the store host says it listens; else why not (its output and log)."""
-    import select  # pylint: disable=import-outside-toplevel
     fd = proc.stdout.fileno()
     text = b""
     while time.monotonic() < deadline and STORE_READY.encode() not in text:
@@ -390,12 +389,12 @@ def cmd_node(args):
         store_log = os.path.join(args.work_dir, "store-%s.log" % args.run_id)
         store_host = start_store_host(peers[0][1], args.rdzv_port, args.timeout, store_log)
     try:
-        return _node_run(args, out, peers, deadline, (store_host, store_log))
+        return _node_run(args, out, peers, deadline, store_host, store_log)
     finally:
         stop_store_host(store_host)
 
 
-def _node_run(args, out, peers, deadline, store):
+def _node_run(args, out, peers, deadline, store_host, store_log):
     """The roll call, then torchrun against the store the first node hosts; prints the node's document."""
     if len(peers) > 1:
         view = rollcall(args.node_name, peers, args.rollcall_port,
@@ -411,8 +410,8 @@ def _node_run(args, out, peers, deadline, store):
         print(json.dumps(out))
         return 3
 
-    if store[0] is not None:
-        out["error"] = wait_store_ready(store[0], deadline, store[1])
+    if store_host is not None:
+        out["error"] = wait_store_ready(store_host, deadline, store_log)
         if out["error"]:
             out["finished_at"] = time.time()
             print(json.dumps(out))
