@@ -12,6 +12,7 @@ import argparse
 import contextlib
 import json
 import os
+import shutil
 import signal
 import sys
 import tempfile
@@ -182,12 +183,15 @@ def write_summary(summary: dict, claimed: artifacts_mod.ArtifactsDir | None, sec
             return claimed.write_summary(text)
         except OSError as exc:
             problems.append(f"{claimed.path}: {exc.strerror or exc}")
+    fallback = None
     try:
         fallback = Path(tempfile.mkdtemp(prefix="gpufleet-summary-"))
         artifacts_mod.write_atomically(fallback / SUMMARY_FILE, text)
         return fallback / SUMMARY_FILE
     except OSError as exc:
-        problems.append(f"{tempfile.gettempdir()}: {exc.strerror or exc}")
+        problems.append(f"{fallback or tempfile.gettempdir()}: {exc.strerror or exc}")
+        if fallback is not None:
+            shutil.rmtree(fallback, ignore_errors=True)
     print("gpufleet: summary.json could not be written (" + "; ".join(problems) + ")", file=sys.stderr)
     return None
 
