@@ -60,9 +60,10 @@ def test_three_nodes_pass_store_a_baseline_then_regress_against_a_better_one(fle
     assert doc["baseline"]["stored"] and baseline_file.exists()
     assert baseline_file.name == "smoke-fleet--cpu-x1-n3-gloo.json"
 
-    # A baseline from a faster day: the next run must fail as a regression, naming the metric and both values.
+    # A baseline from a far faster day (100x: beyond any run-to-run noise of shared CPUs): the next run
+    # must fail as a regression, naming the metric and both values.
     base = json.loads(baseline_file.read_text())
-    base["metrics"]["busbw_large_gbps"] = doc["sweep"]["busbw_large_gbps"] * 3
+    base["metrics"]["busbw_large_gbps"] = doc["sweep"]["busbw_large_gbps"] * 100
     baseline_file.write_text(json.dumps(base))
     proc, doc2, reports = _run(fleet, tmp_path, "--limit", "converged")
     assert proc.returncode != 0
@@ -91,7 +92,7 @@ def test_cut_link_fails_at_the_join_timeout_naming_the_node(fleet, tmp_path):
     assert "node3: cut off" in proc.stdout
     # The roll call is the only wait, and it ends at the join timeout on every node (the job's own clock).
     assert all(n["status"] == "rollcall_failed" for n in doc["nodes"]), doc["nodes"]
-    waits = {n["name"]: (n.get("rollcall") or {}).get("elapsed_s") for n in doc["nodes"]}
+    waits = {n["name"]: n["rollcall_s"] for n in doc["nodes"]}
     assert all(w is not None and join_timeout - 1 <= w <= join_timeout + 10 for w in waits.values()), waits
     junit = ET.parse(reports / "smoke.junit.xml").getroot()
     failed = {c.get("name") for c in junit.iter("testcase") if c.find("failure") is not None}
