@@ -59,6 +59,7 @@ COVERED_BY = {
     ("pytorch", "Create the virtual environment"): "{{ pytorch_venv }}",
     ("pytorch", "Install torch at the planned versions"): "{{ pytorch_venv }}",
     ("pytorch", "{{ pytorch_venv }}/{{ __pytorch_verified_file }}"): "{{ pytorch_venv }}",
+    ("pytorch", "{{ __pytorch_lock_dest }}"): "{{ pytorch_venv }}",
 }
 
 
