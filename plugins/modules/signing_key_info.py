@@ -16,7 +16,7 @@ description:
     the pin, and the key is neither revoked nor expired. Subkeys of that key are allowed; a second
     primary key, even beside the pinned one, is refused, so trusting the file can never trust
     anything but the pinned key.
-  - Read-only, on the node too: gpg runs with a private home directory made for the call and removed
+  - Read-only on the node too. gpg runs with a private home directory made for the call and removed
     after it, so nothing is written to C(~/.gnupg) or any keyring.
   - The caller moves the file into place only after this module accepts it.
 options:
