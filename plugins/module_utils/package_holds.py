@@ -128,4 +128,4 @@ def own_pins(pins: list, names: list) -> dict:
 def describe(holds: list) -> str:
     """One line: each hold's package, kind, version and where it is set."""
     return "; ".join("%s %s%s (%s)" % (hold["package"], hold["kind"], " at " + hold["version"] if hold["version"] else "",
-                                        hold["source"]) for hold in holds)
+                                       hold["source"]) for hold in holds)

@@ -35,8 +35,9 @@ Pin-Priority: -1
 
 def test_dpkg_selections_mark_holds():
     out = "libnccl2\t2.18.1-1+cuda12.1\thi \nlibnccl-dev\t2.18.1-1+cuda12.1\tii \n"
-    assert ph.parse_dpkg_selections(out) == {"libnccl2": {"version": "2.18.1-1+cuda12.1", "held": True},
-                                            "libnccl-dev": {"version": "2.18.1-1+cuda12.1", "held": False}}
+    assert ph.parse_dpkg_selections(out) == {
+        "libnccl2": {"version": "2.18.1-1+cuda12.1", "held": True},
+        "libnccl-dev": {"version": "2.18.1-1+cuda12.1", "held": False}}
 
 
 def test_an_operator_hold_at_another_version_is_foreign_and_a_hold_at_the_plan_is_not():
