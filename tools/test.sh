@@ -22,17 +22,19 @@ bash tools/setup.sh --test
 # stays in the clone, never under the user's home.
 export PATH="$repo/.venv/bin:$PATH" ANSIBLE_CONFIG="$repo/ansible.cfg" ANSIBLE_HOME="${ANSIBLE_HOME:-$repo/.ansible}"
 
-echo "== yamllint"
+t0=$(date +%s)
+stamp() { echo "== $1 (at $(( $(date +%s) - t0 )) s)"; }
+stamp "yamllint"
 yamllint -s .
-echo "== ansible-lint (production profile)"
+stamp "ansible-lint (production profile)"
 ansible-lint -q
-echo "== syntax-check of every playbook"
+stamp "syntax-check of every playbook"
 for pb in site.yml playbooks/*.yml; do
   ansible-playbook --syntax-check -i localhost, "$pb" >/dev/null
   echo "ok  $pb"
 done
 
-echo "== pytest ($tier tier)"
+stamp "pytest ($tier tier)"
 started=$(date +%s)
 set +e
 if [ "$tier" = full ]; then
@@ -42,6 +44,7 @@ else
 fi
 rc=$?
 set -e
+stamp "done, pytest rc $rc"
 if [ "$rc" -eq 5 ]; then
   echo "pytest collected no tests: that is a failure here" >&2
   exit 1

@@ -8,8 +8,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import pytest
-
 from fixtures_path import FIXTURES
 from simharness import recap
 from ansible_collections.gpufleet.cluster.plugins.module_utils.ibstat import parse_ibstat

@@ -39,9 +39,11 @@ CONVERGED = ("node1", "node2", "node3")
 FRESH = "node4"
 NODES = (*CONVERGED, FRESH)
 # Not about bandwidth: the converge skips the bandwidth stage (its own test injects a fault far
-# larger than the noise of shared CPUs). Reboots are allowed, as in molecule default.
+# larger than the noise of shared CPUs). Reboots are allowed, as in molecule default. The passing
+# smoke job stores the cluster's baseline, which the regression test then beats.
 CONVERGE_ARGS = ("site", "--limit", "converged", "--skip-tags", "bandwidth",
-                 "-e", json.dumps({"gpufleet_reboot_ok": True}))
+                 "-e", json.dumps({"gpufleet_reboot_ok": True, "smoke_test_store_baseline": True}))
+SMOKE_BASELINE = "smoke-fleet--cpu-x1-n3-gloo.json"
 CACHE = simutil.CACHE_ROOT / "converged"
 KEEP_IMAGES = 2
 
@@ -100,7 +102,7 @@ def request() -> dict:
 
 def image_key(fingerprint: str) -> str:
     return input_hash(CONVERGE_INPUTS, {"ansible-core": ansible_core_version(), "request": request(),
-                                         "repository_key": fingerprint})
+                                        "repository_key": fingerprint})
 
 
 def _cache_mode() -> str:

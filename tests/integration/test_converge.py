@@ -70,4 +70,6 @@ def test_every_stage_wrote_its_reports_and_the_smoke_job_says_gloo(converge):
     assert smoke["backend"] == "gloo" and smoke["nccl"] is None and smoke["verdict"]["passed"]
     assert converge.summary["smoke"]["passed"] is True and converge.summary["smoke"]["backend"] == "gloo"
     assert Path(converge.summary["artifacts"]["events"]).is_dir()
-
+    # The passing job became the cluster's baseline (the regression test beats it).
+    assert smoke["baseline"]["stored"] and Path(smoke["baseline"]["file"]).name == fleet_lib.SMOKE_BASELINE
+    assert (converge.baselines / fleet_lib.SMOKE_BASELINE).is_file()

@@ -206,6 +206,7 @@ def test_the_summary_fits_80_columns_and_shows_a_smoke_failure_with_its_reason(t
     assert "left out" not in table
     for host in hosts:  # host names whole
         assert any(host in line for line in lines), host
+
     def block(host):  # a node's lines, joined where they wrap
         start = table.index(host)
         end = min([table.index(h) for h in hosts if table.index(h) > start] + [table.index("result:")])
