@@ -32,6 +32,14 @@ _AnsibleCollectionFinder(paths=[str(REPO / "collections")], scan_sys_paths=False
 os.dup2(os.open(os.devnull, os.O_RDONLY), 0)
 
 
+from tiers import fleet_scheduler  # noqa: E402  (tests/ is on sys.path from here on)
+
+if fleet_scheduler is not None:
+    def pytest_xdist_make_scheduler(config, log):
+        """Under xdist every fleet test goes to one worker (tiers.fleet_scheduler)."""
+        return fleet_scheduler(config, log)
+
+
 def pytest_collection_modifyitems(config, items):
     """Skips, with the reason, what this machine cannot run; never silently."""
     sim_reason = None

@@ -42,24 +42,24 @@ FULL_INPUTS = ("roles", "plugins", "playbooks", "site.yml", "ansible.cfg", "meta
                "tests/simharness.py", "tests/molecule_scenarios.py")
 
 
-def _files(paths: tuple[str, ...]) -> list[str]:
+def _files(paths: tuple[str, ...], root: Path) -> list[str]:
     try:
         out = subprocess.run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard", "--", *paths],
-                             cwd=REPO, capture_output=True, check=True).stdout
+                             cwd=root, capture_output=True, check=True).stdout
         names = {n for n in out.decode().split("\0") if n}
     except (OSError, subprocess.CalledProcessError):
-        names = {str(p.relative_to(REPO)) for path in paths for p in (REPO / path).rglob("*") if p.is_file()}
-        names |= {path for path in paths if (REPO / path).is_file()}
+        names = {str(p.relative_to(root)) for path in paths for p in (root / path).rglob("*") if p.is_file()}
+        names |= {path for path in paths if (root / path).is_file()}
     # A file git still lists but the working tree deleted is not an input any more.
-    return sorted(n for n in names if (REPO / n).is_file() and "__pycache__" not in n)
+    return sorted(n for n in names if (root / n).is_file() and "__pycache__" not in n)
 
 
-def input_hash(paths: tuple[str, ...], extra: dict | None = None) -> str:
+def input_hash(paths: tuple[str, ...], extra: dict | None = None, root: Path = REPO) -> str:
     """sha256 over (path, content) of every input file, plus `extra` (versions, requests) as JSON."""
     digest = hashlib.sha256()
-    for name in _files(paths):
+    for name in _files(paths, root):
         digest.update(name.encode() + b"\0")
-        digest.update(hashlib.sha256((REPO / name).read_bytes()).digest())
+        digest.update(hashlib.sha256((root / name).read_bytes()).digest())
     digest.update(json.dumps(extra or {}, sort_keys=True).encode())
     return digest.hexdigest()
 
@@ -72,30 +72,50 @@ def ansible_core_version() -> str:
     return __version__
 
 
-def full_tier_hash() -> str:
-    return input_hash(FULL_INPUTS, {"ansible-core": ansible_core_version()})
+def fleet_scope(nodeid: str) -> str:
+    """xdist's work unit of a test: every test of the fast tier's fleet (tests/integration) is one unit,
+    so one worker runs them all, in order, on the one fleet; every other test is a unit of its own."""
+    return "fleet" if nodeid.startswith("tests/integration/") else nodeid
 
 
-def check_full() -> tuple[bool, str]:
+try:
+    from xdist.scheduler import LoadScopeScheduling
+except ImportError:   # xdist is a test extra; without it a tier runs in one process
+    fleet_scheduler = None
+else:
+    class fleet_scheduler(LoadScopeScheduling):  # noqa: N801 - called like the factory xdist asks for
+        """xdist's scope scheduling with fleet_scope. (xdist's --dist loadgroup marks groups in node ids,
+        which pytest 9 no longer lets a plugin change.)"""
+
+        def _split_scope(self, nodeid: str) -> str:
+            return fleet_scope(nodeid)
+
+
+def full_tier_hash(root: Path = REPO) -> str:
+    return input_hash(FULL_INPUTS, {"ansible-core": ansible_core_version()}, root)
+
+
+def check_full(root: Path = REPO) -> tuple[bool, str]:
     """Whether the recorded full-tier pass covers the tree as it is, and why not."""
+    record_file = root / FULL_TIER_RECORD.relative_to(REPO)
     try:
-        record = json.loads(FULL_TIER_RECORD.read_text())
+        record = json.loads(record_file.read_text())
     except FileNotFoundError:
-        return False, f"{FULL_TIER_RECORD.relative_to(REPO)} is missing: the full tier never passed on record"
+        return False, f"{record_file.relative_to(root)} is missing: the full tier never passed on record"
     except json.JSONDecodeError as exc:
-        return False, f"{FULL_TIER_RECORD.relative_to(REPO)} is not JSON ({exc})"
-    now = full_tier_hash()
+        return False, f"{record_file.relative_to(root)} is not JSON ({exc})"
+    now = full_tier_hash(root)
     if record.get("inputs_sha256") != now:
         return False, (f"the full tier's inputs changed since it passed on {record.get('passed_at', '?')} "
                        f"(recorded {str(record.get('inputs_sha256'))[:12]}, now {now[:12]})")
     return True, f"the full tier passed on {record.get('passed_at', '?')} with these inputs ({now[:12]})"
 
 
-def record_full(seconds: float) -> dict:
-    record = {"inputs_sha256": full_tier_hash(), "passed_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+def record_full(seconds: float, root: Path = REPO) -> dict:
+    record = {"inputs_sha256": full_tier_hash(root), "passed_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
               "seconds": round(seconds), "ansible_core": ansible_core_version(),
               "inputs": list(FULL_INPUTS)}
-    FULL_TIER_RECORD.write_text(json.dumps(record, indent=2) + "\n")
+    (root / FULL_TIER_RECORD.relative_to(REPO)).write_text(json.dumps(record, indent=2) + "\n")
     return record
 
 

@@ -40,7 +40,9 @@ set +e
 if [ "$tier" = full ]; then
   python -m pytest tests/full "$@"
 else
-  python -m pytest "$@"
+  # Two workers: the fleet's tests all on one, in order (tests/conftest.py FleetOnOneWorker), the unit
+  # tests on both. The fleet spends much of its time waiting on its nodes; the unit tier runs meanwhile.
+  python -m pytest -n "${GPUFLEET_TEST_WORKERS:-2}" "$@"
 fi
 rc=$?
 set -e

@@ -26,10 +26,14 @@ _FLEET: dict = {}
 def pytest_collection_modifyitems(config, items):
     reason = sim_skip_reason()
     for item in items:
+        if not item.fspath.dirname.endswith("integration"):
+            continue
         if reason and "sim" in item.keywords:
             item.add_marker(pytest.mark.skip(reason=reason))
+    # The fleet's tests first, in phase order: under xdist they are one work unit (tests/conftest.py),
+    # handed out first, so the fleet starts at once on one worker and the unit tests fill the rest.
     items.sort(key=lambda item: PHASES.get(item.module.__name__.rsplit(".", 1)[-1], FAULT_PHASE)
-               if item.fspath.dirname.endswith("integration") else -1)
+               if item.fspath.dirname.endswith("integration") else FAULT_PHASE + 1)
 
 
 @pytest.hookimpl(hookwrapper=True)
