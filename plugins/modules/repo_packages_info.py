@@ -113,6 +113,7 @@ import shutil
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.gpufleet.cluster.plugins.module_utils.c_locale import C_LOCALE
 from ansible_collections.gpufleet.cluster.plugins.module_utils import pkg_repo
+from ansible_collections.gpufleet.cluster.plugins.module_utils import versions
 from ansible_collections.gpufleet.cluster.plugins.module_utils.run_tool import run_tool
 
 
@@ -189,7 +190,10 @@ def main():
         module.fail_json(msg="neither apt-cache nor dnf is on this node; the repository cannot be asked")
     ask = ask_apt if manager == "apt" else ask_dnf
     offered, all_names, installed = ask(module, requests, module.params["timeout"])
-    result = pkg_repo.check_requests(requests, offered, all_names)
+    try:
+        result = pkg_repo.check_requests(requests, offered, all_names, scheme="deb" if manager == "apt" else "rpm")
+    except versions.VersionError as exc:
+        module.fail_json(msg=f"{manager} reported a version its own rules cannot read: {exc}")
     module.exit_json(changed=False, manager=manager, installed=installed, **result)
 
 
