@@ -12,7 +12,11 @@ tests/unit/roles/test_command_deadlines.py.
 
 from __future__ import annotations
 
+import json
+import os
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -188,3 +192,33 @@ def test_a_new_network_task_without_the_proxy_fails_the_check(tmp_path):
         assert without_proxy(role) == ["roles/demo/tasks/more.yml: Forgotten"]
     finally:
         REPO = saved
+
+
+def test_a_network_task_sees_the_proxy_and_the_inventorys_hosts_in_no_proxy(tmp_path):
+    """Run for real on this machine: the role's own hosts task and its __rdma_proxy_env, with the
+    inventory's hostvars, reach a command's environment; a play over two hosts reads the hosts once."""
+    bin_dir = Path(sys.executable).parent
+    hosts_task = next(t for t in yaml.safe_load((ROLES / "rdma" / "tasks" / "main.yml").read_text())
+                      if "__rdma_cluster_hosts" in t.get("ansible.builtin.set_fact", {}))
+    probe = {"name": "Print the proxy environment", "ansible.builtin.command": {"argv": ["sh", "-c", "echo $http_proxy $no_proxy"]},
+             "environment": "{{ __rdma_proxy_env }}", "changed_when": False, "register": "seen"}
+    (tmp_path / "inventory.yml").write_text(yaml.safe_dump({"all": {"hosts": {
+        "gpu-a01": {"ansible_host": "127.0.0.1"}, "gpu-a02": {"ansible_host": "127.0.0.2"}, "mirror": {}}}}))
+    (tmp_path / "play.yml").write_text(yaml.safe_dump([{
+        "hosts": "gpu-a01,gpu-a02", "gather_facts": False, "vars_files": [str(ROLES / "rdma" / "vars" / "main.yml")],
+        "vars": {"rdma_proxy_env": "{{ gpufleet_proxy_env }}"},
+        "tasks": [hosts_task, probe, {"ansible.builtin.debug": {"msg": "SEEN {{ seen.stdout }}"}}]}]))
+    extra = {"gpufleet_proxy_env": {"http_proxy": "http://proxy.example.internal:3128"},
+             "ansible_connection": "local", "ansible_python_interpreter": sys.executable}
+    env = dict(os.environ, ANSIBLE_CONFIG=str(REPO / "ansible.cfg"), ANSIBLE_NOCOLOR="1",
+               PATH=f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
+    proc = subprocess.run([str(bin_dir / "ansible-playbook"), "-i", str(tmp_path / "inventory.yml"), str(tmp_path / "play.yml"),
+                           "-e", json.dumps(extra)], capture_output=True, text=True, env=env, cwd=tmp_path,
+                          check=False, timeout=300)
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 0, out[-3000:]
+    want = "SEEN http://proxy.example.internal:3128 localhost,127.0.0.1,::1,gpu-a01,gpu-a02,mirror,127.0.0.2"
+    assert out.count(want) == 2, out[-3000:]
+    # Read once for the play (run_once), not once per node.
+    hosts_run = out.split("TASK [Name the inventory's hosts and addresses, for no_proxy]")[1].split("TASK [")[0]
+    assert hosts_run.count("ok: [") == 1, hosts_run
