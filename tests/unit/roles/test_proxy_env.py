@@ -111,10 +111,10 @@ def role_tasks(role: Path):
             yield task, around, file
 
 
-def without_proxy(role: Path) -> list[str]:
+def without_proxy(role: Path, root: Path = REPO) -> list[str]:
     internals = role_internals(role)
     wanted = f"__{role.name}_proxy_env"
-    return [f"{file.relative_to(REPO)}: {task.get('name', '(unnamed)')}"
+    return [f"{file.relative_to(root)}: {task.get('name', '(unnamed)')}"
             for task, around, file in role_tasks(role)
             if is_network_task(task, internals) and not any(wanted in expand(e, internals) for e in around)]
 
@@ -186,12 +186,7 @@ def test_a_new_network_task_without_the_proxy_fails_the_check(tmp_path):
     ]))
     (role / "tasks" / "install_Debian.yml").write_text(yaml.safe_dump([{"name": "Inherited", "ansible.builtin.dnf": {"name": "b"}}]))
     (role / "tasks" / "more.yml").write_text(yaml.safe_dump([{"name": "Forgotten", "ansible.builtin.command": {"argv": ["dnf", "install", "-y", "c"]}}]))
-    global REPO
-    saved, REPO = REPO, tmp_path
-    try:
-        assert without_proxy(role) == ["roles/demo/tasks/more.yml: Forgotten"]
-    finally:
-        REPO = saved
+    assert without_proxy(role, root=tmp_path) == ["roles/demo/tasks/more.yml: Forgotten"]
 
 
 def test_a_network_task_sees_the_proxy_and_the_inventorys_hosts_in_no_proxy(tmp_path):
