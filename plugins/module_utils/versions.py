@@ -87,22 +87,27 @@ def _deb_part_compare(left: str, right: str) -> int:
     return 0
 
 
+def _split_epoch(version, scheme: str, example: str) -> tuple:
+    """``[epoch:]rest`` -> ``(epoch, rest)``: the epoch is everything before the first ``:``, 0 when absent."""
+    text = str(version if version is not None else "").strip()
+    if not text:
+        raise _refuse(version, scheme, "it is empty", example)
+    if ":" not in text:
+        return 0, text
+    head, rest = text.split(":", 1)
+    if not head or not set(head) <= _DIGITS:
+        raise _refuse(version, scheme, f"the epoch {head!r} is not a number", example)
+    return int(head), rest
+
+
 def parse_deb(version) -> tuple:
     """``[epoch:]upstream[-revision]`` -> ``(epoch, upstream, revision)`` as dpkg reads it.
 
     The epoch is everything before the first ``:``, the revision everything after the last ``-``
     (empty when there is none, which dpkg treats like ``0``).
     """
-    text = str(version if version is not None else "").strip()
     example = '"1:2.0~rc1-1" or "535.104.05-0ubuntu1"'
-    if not text:
-        raise _refuse(version, "deb", "it is empty", example)
-    epoch = 0
-    if ":" in text:
-        head, text = text.split(":", 1)
-        if not head or not set(head) <= _DIGITS:
-            raise _refuse(version, "deb", f"the epoch {head!r} is not a number", example)
-        epoch = int(head)
+    epoch, text = _split_epoch(version, "deb", example)
     upstream, sep, revision = text.rpartition("-") if "-" in text else (text, "", "")
     if not upstream:
         raise _refuse(version, "deb", "the upstream version is empty", example)
@@ -194,16 +199,8 @@ def _rpm_segment_compare(left: str, right: str, i: int, j: int):
 
 def parse_rpm(version) -> tuple:
     """``[epoch:]version[-release]`` -> ``(epoch, version, release)``; epoch 0 and release None when absent."""
-    text = str(version if version is not None else "").strip()
     example = '"3:535.104.05-1.el9" or "2.18.3-1+cuda12.2"'
-    if not text:
-        raise _refuse(version, "rpm", "it is empty", example)
-    epoch = 0
-    if ":" in text:
-        head, text = text.split(":", 1)
-        if not head or not set(head) <= _DIGITS:
-            raise _refuse(version, "rpm", f"the epoch {head!r} is not a number", example)
-        epoch = int(head)
+    epoch, text = _split_epoch(version, "rpm", example)
     ver, sep, release = text.rpartition("-")
     if not sep:
         ver, release = text, None

@@ -7,18 +7,15 @@ and a bastion port where nothing listens on 127.0.0.1, so nothing leaves the mac
 
 from __future__ import annotations
 
-import json
-import os
 import re
 import shlex
-import subprocess
-import sys
 from pathlib import Path
 
 import yaml
+# The same ssh command line, read the same way, as the keep-alive test reads it.
+from test_ssh_keepalive import options, ssh_argv
 
 REPO = Path(__file__).resolve().parents[3]
-BIN = Path(sys.executable).parent
 SAMPLE = REPO / "inventory" / "group_vars" / "all" / "network.yml"
 
 
@@ -28,35 +25,13 @@ def sample_setting(name: str):
     return yaml.safe_load(line[2:])[name]
 
 
-def ssh_argv(tmp_path: Path, common_args: str) -> list[str]:
-    env = {name: value for name, value in os.environ.items() if not name.startswith("ANSIBLE_")}
-    env.update(ANSIBLE_CONFIG=str(REPO / "ansible.cfg"), HOME=str(tmp_path), PATH=f"{BIN}:{os.environ['PATH']}")
-    extra = {"ansible_port": 1, "ansible_user": "nobody", "ansible_ssh_common_args": common_args}
-    proc = subprocess.run([str(BIN / "ansible"), "all", "-i", "127.0.0.1,", "-e", json.dumps(extra),
-                           "-m", "ansible.builtin.ping", "-vvv"],
-                          capture_output=True, text=True, cwd=tmp_path, env=env, check=False, timeout=120)
-    line = next((line for line in proc.stdout.splitlines() if "SSH: EXEC ssh " in line), None)
-    assert line, proc.stdout[-3000:] + proc.stderr[-3000:]
-    return shlex.split(line.split("SSH: EXEC ", 1)[1])
-
-
-def options(argv: list[str]) -> dict[str, str]:
-    """The -o options in the order ssh reads them; ssh keeps the first value it sees of each."""
-    found: dict[str, str] = {}
-    for flag, value in zip(argv, argv[1:]):
-        if flag == "-o":
-            key, _sep, setting = value.partition("=")
-            found.setdefault(key, setting)
-    return found
-
-
 def test_the_sample_bastion_line_is_a_proxyjump():
     assert sample_setting("ansible_ssh_common_args") == "-o ProxyJump=admin@bastion.example.internal:22"
 
 
 def test_the_bastion_reaches_ssh_beside_connection_reuse_and_keepalives(tmp_path):
     bastion = sample_setting("ansible_ssh_common_args").replace("bastion.example.internal:22", "127.0.0.1:1")
-    seen = options(ssh_argv(tmp_path, bastion))
+    seen = options(ssh_argv(tmp_path, {"ansible_ssh_common_args": bastion}))
     assert seen["ProxyJump"] == "admin@127.0.0.1:1", seen
     assert seen["ControlMaster"] == "auto" and int(seen["ServerAliveInterval"]) > 0, seen
 
@@ -66,7 +41,7 @@ def test_the_proxycommand_variant_in_the_docs_keeps_its_options_in_one_word(tmp_
     text = (REPO / "docs" / "bastion.md").read_text()
     block = re.search(r"```yaml\n(ansible_ssh_common_args: >-\n.*?)```", text, re.S).group(1)
     common = yaml.safe_load(block)["ansible_ssh_common_args"].replace("bastion.example.internal", "127.0.0.1")
-    seen = options(ssh_argv(tmp_path, common))
+    seen = options(ssh_argv(tmp_path, {"ansible_ssh_common_args": common}))
     jump = shlex.split(seen["ProxyCommand"])
     assert jump[0] == "ssh" and jump[-3:] == ["-W", "%h:%p", "admin@127.0.0.1"], jump
     assert options(jump) == {"UserKnownHostsFile": "/srv/gpufleet/known_hosts", "StrictHostKeyChecking": "yes",
