@@ -99,7 +99,7 @@ def test_demo_gives_every_run_a_fresh_artifacts_directory_and_says_where(tmp_pat
     (clone / "reports" / "demo").mkdir(parents=True)
     (clone / "reports" / "demo" / "summary.json").write_text("{}")
     runs = [subprocess.run(["bash", str(clone / "tools" / "demo.sh")], capture_output=True, text=True, check=False,
-                           cwd="/", timeout=60) for _ in range(2)]
+                           cwd="/", timeout=60) for _run in range(2)]
     assert [run.returncode for run in runs] == [0, 0], [run.stderr for run in runs]
     used = (clone / ".venv" / "bin" / "artifacts.log").read_text().split()
     assert len(set(used)) == 2 and all(path.startswith("reports/demo-") for path in used)

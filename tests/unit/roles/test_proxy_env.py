@@ -44,7 +44,7 @@ def role_internals(role: Path) -> dict:
 def expand(text: str, internals: dict, depth: int = 3) -> str:
     """The text with the role's internal variables it names written out (their definitions appended)."""
     out = text
-    for _ in range(depth):
+    for _round in range(depth):
         named = set(re.findall(r"\b(__\w+)", out))
         out += "".join(f" {internals[name]}" for name in named if name in internals and str(internals[name]) not in out)
     return out
@@ -178,8 +178,8 @@ def test_a_new_network_task_without_the_proxy_fails_the_check(tmp_path):
     (role / "vars" / "main.yml").write_text("__demo_proxy_env: \"{{ demo_proxy_env | gpufleet.cluster.no_proxy([]) }}\"\n")
     (role / "tasks" / "main.yml").write_text(yaml.safe_dump([
         {"name": "With it", "ansible.builtin.apt": {"name": "a"}, "environment": "{{ __demo_proxy_env }}"},
-        {"name": "Through apply", "ansible.builtin.include_tasks": {"file": "install_{{ x }}.yml",
-                                                                   "apply": {"environment": "{{ __demo_proxy_env }}"}}},
+        {"name": "Through apply", "ansible.builtin.include_tasks": {
+            "file": "install_{{ x }}.yml", "apply": {"environment": "{{ __demo_proxy_env }}"}}},
         {"name": "Plain include", "ansible.builtin.include_tasks": "more.yml"},
         {"name": "In a block", "block": [{"name": "Fetch", "ansible.builtin.get_url": {"url": "u", "dest": "d"}}],
          "environment": "{{ __demo_proxy_env }}"},
