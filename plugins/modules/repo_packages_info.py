@@ -14,8 +14,10 @@ description:
   - Asks apt (C(apt-cache policy)) or dnf (C(dnf list --showduplicates), C(dnf module list)) what
     the configured repositories offer for each requested package, and whether the requested
     version is among it.
+  - When several repository versions match (packaging revisions of one upstream version), the newest
+    by the package manager's own rules is returned (dpkg's on apt, rpm's with epoch, C(~) and C(^) on dnf).
   - For a missing name it lists the names the repository has with the same prefix; for a missing
-    version, the versions it has. Nothing is installed or changed.
+    version, the versions it has, newest first. Nothing is installed or changed.
   - Run it after the package lists are fresh (C(apt-get update)); it does not refresh them itself.
 options:
   packages:
