@@ -40,6 +40,18 @@ if fleet_scheduler is not None:
         return fleet_scheduler(config, log)
 
 
+@pytest.fixture(autouse=True)
+def _fresh_blocking_stdin():
+    """Each test starts with a /dev/null of its own on fd 0, blocking. A child that makes its inherited
+    stdin non-blocking (ssh does) and is killed before it restores it (a timeout) would otherwise leave
+    every later ansible-playbook of this process refusing to start ("requires blocking IO")."""
+    devnull = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(devnull, 0)
+    os.close(devnull)
+    os.set_blocking(0, True)
+    yield
+
+
 def pytest_collection_modifyitems(config, items):
     """Skips, with the reason, what this machine cannot run; never silently."""
     sim_reason = None

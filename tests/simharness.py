@@ -59,7 +59,7 @@ class SimCluster:
         self.nodes = list(state["nodes"])
 
     def _cli(self, *args: str) -> subprocess.CompletedProcess:
-        return subprocess.run([sys.executable, str(SIMCLUSTER), *args], capture_output=True, text=True,
+        return subprocess.run([sys.executable, str(SIMCLUSTER), *args], stdin=subprocess.DEVNULL, capture_output=True, text=True,
                               check=True, timeout=120)
 
     def fault(self, node: str, fault: str) -> None:
@@ -99,12 +99,13 @@ class SimCluster:
     def playbook(self, path, *args: str, timeout: int = 1800, env: dict | None = None) -> subprocess.CompletedProcess:
         """ansible-playbook against this cluster; ``env`` adds to (or overrides) the cluster's environment."""
         return subprocess.run([str(VENV_BIN / "ansible-playbook"), "-i", str(self.inventory), str(path), *args],
-                              cwd=REPO_ROOT, env={**self.env(), **(env or {})}, capture_output=True, text=True,
+                              cwd=REPO_ROOT, env={**self.env(), **(env or {})}, stdin=subprocess.DEVNULL, capture_output=True, text=True,
                               timeout=timeout, check=False)
 
     def ansible(self, *args: str, timeout: int = 600) -> subprocess.CompletedProcess:
         return subprocess.run([str(VENV_BIN / "ansible"), "-i", str(self.inventory), *args],
-                              cwd=REPO_ROOT, env=self.env(), capture_output=True, text=True, timeout=timeout, check=False)
+                              cwd=REPO_ROOT, env=self.env(), stdin=subprocess.DEVNULL, capture_output=True, text=True,
+                              timeout=timeout, check=False)
 
 
 def bring_up(name: str, subnet: str, nodes: int, *, profile=(), preinstall=(), faults=(), captures=(),
@@ -125,7 +126,8 @@ def bring_up(name: str, subnet: str, nodes: int, *, profile=(), preinstall=(), f
         args += ["--fault", f]
     for c in captures:
         args += ["--capture", c]
-    proc = subprocess.run([sys.executable, str(SIMCLUSTER), *args], capture_output=True, text=True, timeout=1200, check=False,
+    proc = subprocess.run([sys.executable, str(SIMCLUSTER), *args], stdin=subprocess.DEVNULL, capture_output=True,
+                          text=True, timeout=1200, check=False,
                           cwd=REPO_ROOT)
     if proc.returncode != 0:
         raise RuntimeError(f"simcluster up {name} failed rc={proc.returncode}\n{proc.stdout}\n{proc.stderr[-4000:]}")

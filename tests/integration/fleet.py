@@ -12,7 +12,9 @@ keyed on a hash of everything that shapes them (tests/tiers.py CONVERGE_INPUTS, 
 the request and the repository key). A hit brings the nodes up from that image and skips the first
 converge and the tests that judge it (their inputs did not change); a miss converges, and the image is
 kept only when every test that judges the converge passed (promote_if_judged, at the session's end).
-GPUFLEET_FLEET_CACHE=off ignores and writes no image.
+GPUFLEET_FLEET_CACHE: `on` (the default) uses and keeps images, `read` uses an image but keeps none (the
+default when CI is set: a CI machine starts empty and is thrown away, so saving one only costs time),
+`off` neither uses nor keeps one.
 """
 
 from __future__ import annotations
@@ -83,7 +85,7 @@ class Fleet:
         artifacts.parent.mkdir(parents=True, exist_ok=True)
         proc = subprocess.run([str(VENV_BIN / "gpufleet"), "run", *args, "-i", str(self.inventory),
                                "--artifacts", str(artifacts)], cwd=artifacts.parent, env=self.env(),
-                              capture_output=True, text=True, timeout=timeout, check=False)
+                              stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=timeout, check=False)
         summary_file = artifacts / "summary.json"
         summary = json.loads(summary_file.read_text()) if summary_file.exists() else {}
         return proc, summary
@@ -91,7 +93,8 @@ class Fleet:
     def playbook(self, path, *args: str, timeout: int = 1500, env: dict | None = None) -> subprocess.CompletedProcess:
         """ansible-playbook against the fleet's inventory directory (both groups defined)."""
         return subprocess.run([str(VENV_BIN / "ansible-playbook"), "-i", str(self.inventory), str(path), *args],
-                              cwd=simlib.util.REPO_ROOT, env={**self.env(), **(env or {})}, capture_output=True,
+                              cwd=simlib.util.REPO_ROOT, env={**self.env(), **(env or {})}, stdin=subprocess.DEVNULL,
+                              capture_output=True,
                               text=True, timeout=timeout, check=False)
 
 
@@ -106,9 +109,10 @@ def image_key(fingerprint: str) -> str:
 
 
 def _cache_mode() -> str:
-    mode = os.environ.get("GPUFLEET_FLEET_CACHE", "on")
-    if mode not in ("on", "off"):
-        raise ValueError(f"GPUFLEET_FLEET_CACHE={mode!r}: use on (default) or off")
+    default = "read" if os.environ.get("CI", "").lower() in ("1", "true", "yes") else "on"
+    mode = os.environ.get("GPUFLEET_FLEET_CACHE", default)
+    if mode not in ("on", "read", "off"):
+        raise ValueError(f"GPUFLEET_FLEET_CACHE={mode!r}: use on (the default), read or off")
     return mode
 
 
@@ -127,7 +131,7 @@ def provide(workdir: Path) -> Fleet:
     fingerprint = simlib.repo.ensure_key()
     key = image_key(fingerprint)
     image = CACHE / key
-    hit = _cache_mode() == "on" and (image / "meta.json").exists()
+    hit = _cache_mode() in ("on", "read") and (image / "meta.json").exists()
     sim = bring_up(NAME, SUBNET, len(NODES), profile=[PROFILE], os=OS, inventory=inventory / "simcluster.yml",
                    seed=image / "nodes" if hit else None)
     fleet = Fleet(sim=sim, inventory=inventory, workdir=workdir, converge=None)  # type: ignore[arg-type]
@@ -140,7 +144,7 @@ def _converge(fleet: Fleet, key: str) -> Converge:
     started = time.monotonic()
     proc = subprocess.run([str(VENV_BIN / "gpufleet"), "run", *CONVERGE_ARGS, "-i", str(fleet.inventory),
                            "--artifacts", str(artifacts), "--baseline-dir", str(baselines)],
-                          cwd=fleet.workdir, env=fleet.env(), capture_output=True, text=True, timeout=2400,
+                          cwd=fleet.workdir, env=fleet.env(), stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=2400,
                           check=False)
     seconds = time.monotonic() - started
     summary_file = artifacts / "summary.json"

@@ -320,9 +320,11 @@ def healthy(state: dict) -> bool:
 # --- access -------------------------------------------------------------------------
 
 def ssh(state: dict, node_name: str, command: str, check: bool = False, timeout: int = 600):
+    # stdin: a /dev/null of its own. ssh makes its stdin non-blocking and a killed ssh never makes it
+    # blocking again; on a shared descriptor every later ansible-playbook would then refuse to start.
     proc = subprocess.run(nodelib.ssh_command(Path(state["ssh_key"]), state["nodes"][node_name]["ip"], command,
                                               known_hosts_path(state)),
-                          capture_output=True, text=True, timeout=timeout, check=False)
+                          stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=timeout, check=False)
     if check and proc.returncode != 0:
         raise RuntimeError(f"{node_name}: `{command}` failed rc={proc.returncode}\n{proc.stdout}\n{proc.stderr}")
     return proc
