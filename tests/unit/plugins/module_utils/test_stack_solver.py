@@ -2,7 +2,9 @@
 property tests over every GPU model x CUDA 11.7-13.0 x torch 2.0-2.9 x NVSwitch,
 each plan re-checked by an independent checker."""
 
+import json
 import math
+from pathlib import Path
 
 import pytest
 
@@ -553,3 +555,26 @@ def test_property_every_os(os_key):
                     assert plan["os"] == os_key
                     counts["plans"] += 1
     assert counts["plans"] > 0 and counts["refusals"] > 0
+
+
+PYPI_TORCH_SNAPSHOT = (Path(__file__).resolve().parents[3] / "fixtures" / "compat-sources" / "pypi-torch.json")
+
+
+@pytest.mark.parametrize("torch", sorted(json.loads(PYPI_TORCH_SNAPSHOT.read_text())["releases"], key=vkey))
+@pytest.mark.parametrize("cuda", [None, "12.2", "13.0"])
+def test_every_torch_2_release_on_pypi_plans_or_is_refused_by_a_specific_rule(torch, cuda):
+    """Acceptance (issue 24): every torch 2.x release PyPI serves (the recorded snapshot) plans on an
+    8x H100 node, or is refused with a rule other than UNKNOWN_TORCH and alternatives that plan."""
+    request = {"gpus": ["NVIDIA H100 80GB HBM3"] * 8, "torch": torch, "os": "ubuntu22.04", "nvswitch": True}
+    if cuda:
+        request["cuda"] = cuda
+    try:
+        plan = solve(request)
+    except StackError as err:
+        assert err.rule != "UNKNOWN_TORCH", str(err)
+        assert err.alternatives, str(err)
+        for alt in err.alternatives:
+            solve(dict(request, **alt))
+    else:
+        assert plan["torch"]["version"] == torch
+        assert plan["torch"]["variant"] in data.TORCH_RELEASES[torch]["variants"]
