@@ -163,6 +163,9 @@ def _broken(stage, inventory, limit, reason, started_at, artifacts, secrets) -> 
 
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] == ["compat"]:  # release data maintenance: gpufleet/compat.py has its own parser
+        from gpufleet.compat import main as compat_main
+        return compat_main(argv[1:])
     started_at = datetime.now(timezone.utc)
     secrets = secret_values()
     try:

@@ -203,3 +203,10 @@ def test_snapshots_are_stored_as_the_tool_writes_them():
     for name in compat_refresh.SNAPSHOTS:
         path = SNAPSHOTS / ("%s.json" % name)
         assert path.read_text() == compat_refresh.dump_snapshot(json.loads(path.read_text())), path.name
+
+
+def test_the_gpufleet_command_runs_compat(capsys):
+    from gpufleet import cli
+
+    assert cli.main(["compat", "show"]) == 0
+    assert "release data refreshed" in capsys.readouterr().out
