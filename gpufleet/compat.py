@@ -165,6 +165,11 @@ def show_lines(data, facts, today):
     for kind in sorted({row[0] for row in facts.FACTS}):
         keys = [row[1] for row in facts.FACTS if row[0] == kind]
         lines.append("  %-18s %s" % (kind, ", ".join(keys)))
+    for branch, value in facts.rows("branch").items():
+        # End of life is judged against the table's review date; say when the calendar has moved past one.
+        if isinstance(value["eol"], str) and facts.AS_OF[:7] < value["eol"] < today.isoformat()[:7]:
+            lines.append("  R%s's end of life (%s) has passed since the table was reviewed (%s): review "
+                         "compat_facts.py" % (branch, value["eol"], facts.AS_OF))
     return lines
 
 

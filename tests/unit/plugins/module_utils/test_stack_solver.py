@@ -126,8 +126,9 @@ def test_driver_branch_lists(branch):
     assert b["versions"] == sorted(b["versions"], key=vkey)
     assert all(v.startswith(branch + ".") for v in b["versions"])
     assert b["recommended"] in b["versions"]
-    # max_cuda agrees with Table 3: the newest toolkit whose minimum the branch meets
-    ok = [c for c in CUDAS if vkey(b["versions"][-1]) >= vkey(data.CUDA_TOOLKITS[c]["driver_min"])]
+    # max_cuda agrees with Table 3: the newest toolkit whose GA minimum the branch meets
+    floors = {c: t["driver_min"] for c, t in data.CUDA_TOOLKITS.items() if t["driver_min"]}
+    ok = [c for c in sorted(floors, key=vkey) if vkey(b["versions"][-1]) >= vkey(floors[c])]
     assert ok[-1] == b["max_cuda"]
 
 
@@ -267,13 +268,16 @@ def test_kernel_modules():
     ("ubuntu2004", "aarch64", "ubuntu2004", "sbsa", "apt"),
     ("debian11", "x86_64", "debian11", "x86_64", "apt"),
     ("debian12", "x86_64", "debian12", "x86_64", "apt"),
+    ("debian13", "x86_64", "debian13", "x86_64", "apt"),
+    ("ubuntu26.04", "x86_64", "ubuntu2604", "x86_64", "apt"),
     ("rhel9", "x86_64", "rhel9", "x86_64", "dnf"),
+    ("rocky10", "x86_64", "rhel10", "x86_64", "dnf"),
     ("rocky9.3", "aarch64", "rhel9", "sbsa", "dnf"),
     ("almalinux8", "x86_64", "rhel8", "x86_64", "dnf"),
     ({"id": "ubuntu", "version_id": "22.04", "family": "Debian"}, "x86_64", "ubuntu2204", "x86_64", "apt"),
 ])
 def test_os_and_repository(os_in, arch, distro, repo_arch, family):
-    plan = solve(req(os=os_in, arch=arch))
+    plan = solve(req(os=os_in, arch=arch, cuda="12.4", torch="2.4.1"))
     assert plan["repository"] == "https://developer.download.nvidia.com/compute/cuda/repos/%s/%s/" % (distro, repo_arch)
     assert plan["package_family"] == family
 
@@ -359,9 +363,11 @@ def expected_driver_packages(os_key, branch, flavour):
 
 
 def expected_fabricmanager(os_key, branch):
-    if os_key.startswith("rhel"):
-        return ["nvidia-fabric-manager"]
-    return ["nvidia-fabricmanager"] if int(branch) >= 580 else ["nvidia-fabricmanager-%s" % branch]
+    """NVIDIA renamed the fabric manager package at R580: nvidia-fabricmanager on apt and dnf alike
+    (before: nvidia-fabricmanager-<branch> on apt, nvidia-fabric-manager on dnf)."""
+    if int(branch) >= 580:
+        return ["nvidia-fabricmanager"]
+    return ["nvidia-fabric-manager"] if os_key.startswith("rhel") else ["nvidia-fabricmanager-%s" % branch]
 
 
 def check_plan(plan, request):

@@ -178,7 +178,7 @@ def test_branch_types_and_ceilings():
 @pytest.mark.parametrize("name", ["NVIDIA GH200 480GB", "NVIDIA B200", "NVIDIA GB200", "NVIDIA B300",
                                   "NVIDIA RTX PRO 6000 Blackwell", "NVIDIA GeForce RTX 5090"])
 def test_grace_hopper_and_blackwell_refuse_proprietary_modules(name):
-    cuda = "12.8"
+    cuda = "12.9"  # the first CUDA for every one of them (B300, compute capability 10.3, needs 12.9)
     err = refused({"gpus": [name], "cuda": cuda, "kernel_modules": "proprietary"})
     assert err.rule == "OPEN_MODULES_REQUIRED"
     assert "open" in str(err) and err.alternatives == [{"kernel_modules": "open"}]
@@ -211,8 +211,8 @@ DRIVER_CASES = [
     ("ubuntu24.04", "570", "proprietary", ["cuda-drivers-570"]),
     ("ubuntu22.04", "580", "open", ["nvidia-driver-pinning-580", "nvidia-open"]),
     ("ubuntu22.04", "580", "proprietary", ["nvidia-driver-pinning-580", "cuda-drivers"]),
-    ("debian12", "535", "open", ["nvidia-kernel-open-dkms", "cuda-drivers-535"]),
-    ("debian12", "535", "proprietary", ["cuda-drivers-535"]),
+    ("debian11", "535", "open", ["nvidia-kernel-open-dkms", "cuda-drivers-535"]),
+    ("debian11", "535", "proprietary", ["cuda-drivers-535"]),
     ("debian12", "570", "open", ["nvidia-open-570"]),
     ("debian12", "580", "open", ["nvidia-driver-pinning-580", "nvidia-open"]),
     ("debian12", "580", "proprietary", ["nvidia-driver-pinning-580", "cuda-drivers"]),
@@ -247,7 +247,9 @@ def test_every_os_and_flavour_plans_nvidias_names(os_in, branch, flavour, names)
             assert not set(s["packages"]) & set(names)
     fm = plan["packages"]["fabricmanager"]
     if plan["package_family"] == "dnf":
-        assert fm == ["nvidia-fabric-manager"] and steps[0]["action"] == "module-switch"
+        # renamed at R580 (NVIDIA/gpu-driver-container rhel9 Dockerfile)
+        assert fm == (["nvidia-fabricmanager"] if branch == "580" else ["nvidia-fabric-manager"])
+        assert steps[0]["action"] == "module-switch"
     else:
         assert fm == (["nvidia-fabricmanager"] if branch == "580" else ["nvidia-fabricmanager-%s" % branch])
 
