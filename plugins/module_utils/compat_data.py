@@ -20,8 +20,7 @@ try:  # collection import path
     from ansible_collections.gpufleet.cluster.plugins.module_utils.compat_cuda import (  # noqa: F401
         CC_SUPPORT, CUDA_TOOLKITS, MISSION_CUDA_RANGE, WHEEL_DRIVER_FLOOR)
     from ansible_collections.gpufleet.cluster.plugins.module_utils.compat_drivers import (  # noqa: F401
-        DEFAULT_BRANCH_PREFERENCE, DRIVER_BRANCHES, FABRIC_MANAGER, GPU_MIN_DRIVER, KERNEL_MODULES,
-        LAST_BRANCH_FOR_ARCH)
+        DRIVER_BRANCHES, FABRIC_MANAGER, GPU_MIN_DRIVER, KERNEL_MODULES, LAST_BRANCH_FOR_ARCH)
     from ansible_collections.gpufleet.cluster.plugins.module_utils.compat_torch import (  # noqa: F401
         TORCH_INDEX_URL, TORCH_RELEASES)
     from ansible_collections.gpufleet.cluster.plugins.module_utils.compat_packages import (  # noqa: F401
@@ -29,8 +28,8 @@ try:  # collection import path
         REPO_ARCHES, REPO_BRANCHES, REPO_CUDA_RANGE, REPO_DISTROS, REPO_PACKAGES_UNVERIFIED, REPO_SOURCE)
 except ImportError:  # pragma: no cover - direct import from the source tree
     from compat_cuda import CC_SUPPORT, CUDA_TOOLKITS, MISSION_CUDA_RANGE, WHEEL_DRIVER_FLOOR  # type: ignore # noqa: F401
-    from compat_drivers import (DEFAULT_BRANCH_PREFERENCE, DRIVER_BRANCHES, FABRIC_MANAGER,  # type: ignore # noqa: F401
-                                GPU_MIN_DRIVER, KERNEL_MODULES, LAST_BRANCH_FOR_ARCH)
+    from compat_drivers import (DRIVER_BRANCHES, FABRIC_MANAGER, GPU_MIN_DRIVER,  # type: ignore # noqa: F401
+                                KERNEL_MODULES, LAST_BRANCH_FOR_ARCH)
     from compat_torch import TORCH_INDEX_URL, TORCH_RELEASES  # type: ignore # noqa: F401
     from compat_packages import (CUDA_REPO_BASE, DRIVER_PACKAGE_GRAPHS, FABRIC_MANAGER_PACKAGES,  # type: ignore # noqa: F401
                                  OS_ALIASES, OS_PACKAGE_NAMES, REPO_ARCHES, REPO_BRANCHES, REPO_CUDA_RANGE,
@@ -38,7 +37,7 @@ except ImportError:  # pragma: no cover - direct import from the source tree
 
 __all__ = [
     "CC_SUPPORT", "CUDA_TOOLKITS", "MISSION_CUDA_RANGE", "WHEEL_DRIVER_FLOOR",
-    "DEFAULT_BRANCH_PREFERENCE", "DRIVER_BRANCHES", "FABRIC_MANAGER", "GPU_MIN_DRIVER", "KERNEL_MODULES",
+    "DRIVER_BRANCHES", "FABRIC_MANAGER", "GPU_MIN_DRIVER", "KERNEL_MODULES",
     "LAST_BRANCH_FOR_ARCH",
     "TORCH_INDEX_URL", "TORCH_RELEASES",
     "CUDA_REPO_BASE", "DRIVER_PACKAGE_GRAPHS", "FABRIC_MANAGER_PACKAGES", "OS_ALIASES", "OS_PACKAGE_NAMES",
@@ -58,6 +57,11 @@ RULES = {
     "NO_CUDA_FOR_HARDWARE": "some CUDA toolkit in the data (and the OS repository) supports every GPU when none is requested",
     "CC_NEEDS_NEWER_CUDA": "the CUDA toolkit is at least the first one that supports every GPU's compute capability",
     "CC_DROPPED_BY_CUDA": "the CUDA toolkit is not newer than the last one that supports every GPU",
+    "NO_SUPPORTED_BRANCH": "without a named branch, a supported (not end-of-life) long-term or production branch runs "
+                           "the GPUs, the toolkit and the wheel (an end-of-life branch is planned only when named)",
+    "BRANCH_DROPPED_GPU": "the driver branch still supports every GPU's architecture (R580 is the last for Maxwell, "
+                          "Pascal and Volta)",
+    "DRIVER_TOO_OLD_FOR_GPU": "the driver meets the minimum NVIDIA lists for every GPU (MIG user guide)",
     "DRIVER_BRANCH_TOO_OLD_FOR_CUDA": "the driver branch meets Table 3 for the toolkit (or the minor-version floor when driver_compat is minor)",
     "DRIVER_TOO_OLD_FOR_WHEEL": "the driver meets the torch wheel's CUDA minor-version floor",
     "TORCH_NO_WHEEL_FOR_CUDA": "the requested torch wheel variant exists for that torch release",

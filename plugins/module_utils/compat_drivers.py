@@ -51,12 +51,6 @@ def _branches():
 
 DRIVER_BRANCHES = _branches()
 
-# Branch preference when the request names none: R535 (LTSB) runs every toolkit 11.7-12.2
-# with full features; above 12.2 the supported LTSB R580 runs every toolkit to 13.0; the
-# toolkit's own short-lived branch only when asked for.
-DEFAULT_BRANCH_PREFERENCE = ["535", "580", "570", "575", "550", "560", "565", "555", "545", "530", "525", "520", "515",
-                             "595", "590", "610", "620"]
-
 # The last branch that supports an architecture (newer branches dropped it), and the minimum
 # driver NVIDIA lists per GPU model (gpu_models key).
 LAST_BRANCH_FOR_ARCH = rows("arch_last_branch")

@@ -26,7 +26,10 @@ Kinds:
   gpu_min_driver     GPU model key -> minimum driver release
   repo               OS id -> {distro, family, graph, packages_verified} (NVIDIA's repository for it)
   repo_cuda          repository -> {first, last} CUDA X.Y it carries (None: that bound is not sourced)
-  repo_branch        "<repository> R<branch>" -> True: the branch's driver packages were seen in it
+  apt_unversioned    package graph (ubuntu) -> the first branch whose driver packages drop the branch from
+                     their names (nvidia-open, nvidia-dkms-open, ... and nvidia-driver-pinning-<B>)
+  repo_branch        "<repository> R<branch>" -> True: packages of the branch (driver, or the fabric manager
+                     NVIDIA publishes with each driver release) were seen in it
 """
 
 from __future__ import annotations
@@ -248,6 +251,24 @@ SOURCES = {
         "document": "https://us.download.nvidia.com/tesla/580.82.07/nvidia-driver-local-repo-ubuntu2204-580.82.07_"
                     "1.0-1_amd64.deb (public install script, code index id 10340168861)",
         "url": "code index id 10340168861", "read": "2026-12-05"},
+    "ubuntu2204-r595": {
+        "document": "https://developer.download.nvidia.com/compute/cuda/repos/ubuntu2204/x86_64/nvidia-fabricmanager_"
+                    "595.91.07-1ubuntu1_amd64.deb, pinned by sha256 in public code (code index ids 70218713733, "
+                    "70741208819); NVIDIA/gpu-driver-container at 06a208ca (2026-08-17) builds ubuntu22.04 images for "
+                    "595.91.07 from this repository (versions.mk, ubuntu22.04/install.sh 'nvidia-fabricmanager="
+                    "${DRIVER_VERSION}*')",
+        "url": "code index id 70218713733", "read": "2026-12-05"},
+    "ubuntu2204-r610": {
+        "document": "https://developer.download.nvidia.com/compute/cuda/repos/ubuntu2204/x86_64/nvidia-fabricmanager_"
+                    "610.57.04-1ubuntu1_amd64.deb (public offline-install notes, code index id 63328721233)",
+        "url": "code index id 63328721233", "read": "2026-12-05"},
+    "driver-guide-590-renames": {
+        "document": "NVIDIA Driver Installation Guide, Recent Updates, 'Ubuntu 590 and later packages' and Table 4 "
+                    "'Ubuntu 590 package renames': from branch 590 the Ubuntu packages drop the branch from their "
+                    "names (nvidia-dkms-580-open -> nvidia-dkms-open, libnvidia-compute-580 -> libnvidia-compute, "
+                    "cuda-drivers-580 removed, cuda-drivers unchanged); branch tracking by nvidia-driver-pinning-<B> "
+                    "(text as mirrored at defichainwiki.com/recent-updates.html)",
+        "url": _DC + "/driver-installation-guide/recent-updates.html", "read": "2026-12-05"},
     "ubuntu2404-r570": {
         "document": "apt install -y nvidia-open-570 from NVIDIA's ubuntu2404 repository (code index id 51907256881)",
         "url": "code index id 51907256881", "read": "2026-12-03"},
@@ -444,6 +465,9 @@ FACTS = (
     + _rows("repo_branch", "ubuntu2204-r550", [("ubuntu2204 R550", True)])
     + _rows("repo_branch", "ubuntu2204-r570", [("ubuntu2204 R570", True)])
     + _rows("repo_branch", "ubuntu2204-r580", [("ubuntu2204 R580", True)])
+    + _rows("apt_unversioned", "driver-guide-590-renames", [("ubuntu", "590")])
+    + _rows("repo_branch", "ubuntu2204-r595", [("ubuntu2204 R595", True)])
+    + _rows("repo_branch", "ubuntu2204-r610", [("ubuntu2204 R610", True)])
     + _rows("repo_branch", "ubuntu2404-r570", [("ubuntu2404 R570", True)])
     + _rows("repo_branch", "ubuntu2404-r580", [("ubuntu2404 R580", True)])
     + _rows("repo_branch", "ubuntu2404-r595", [("ubuntu2404 R595", True)])
@@ -471,5 +495,10 @@ def source_of(kind, key):
 
 def cite(kind, key):
     """One line naming a row's source and the date it was read."""
-    src = source_of(kind, key)
+    return cite_source(next(s for k, row_key, _v, s in FACTS if k == kind and row_key == key))
+
+
+def cite_source(name):
+    """One line naming a SOURCES entry and the date it was read."""
+    src = SOURCES[name]
     return "%s (%s; read %s)" % (src["document"], src["url"], src["read"])

@@ -118,7 +118,8 @@ DRIVER_PACKAGE_GRAPHS = {
                        + " (unversioned names in the guide; branch-suffixed here)"),
         },
         {
-            "from_branch": "580",
+            # Ubuntu packages drop the branch from their names from R590 on; R580 keeps the R570 names.
+            "from_branch": rows("apt_unversioned")["ubuntu"],
             "open": {"packages": ["nvidia-driver-pinning-{B}", "nvidia-open"],
                      "commands": ["apt install nvidia-driver-pinning-{B}", "apt install nvidia-open"],
                      "switch_to": [{"action": "install", "packages": ["nvidia-open", "nvidia-driver-open"],
@@ -127,10 +128,10 @@ DRIVER_PACKAGE_GRAPHS = {
                             "commands": ["apt install nvidia-driver-pinning-{B}", "apt install cuda-drivers"],
                             "switch_to": [{"action": "install", "packages": ["cuda-drivers", "nvidia-driver"],
                                            "options": ["--autoremove", "--purge"]}]},
-            "verified": {"packages": False, "switch": True},
-            "source": (_DRIVER_GUIDE_KM + "; branch lock by nvidia-driver-pinning-<B> (seen for 580 in public "
-                       "Ubuntu install notes and for 590/595 in GoogleCloudPlatform/ops-agent PR #2426); switch: "
-                       + _DRIVER_GUIDE_SWITCH),
+            "verified": {"packages": True, "switch": True},
+            "source": (cite("apt_unversioned", "ubuntu") + "; 'apt install nvidia-driver-pinning-595; apt "
+                       "install nvidia-open' from NVIDIA's ubuntu2404 repository (" + cite("repo_branch", "ubuntu2404 R595")
+                       + "); switch: " + _DRIVER_GUIDE_SWITCH),
         },
     ],
     "debian": [

@@ -13,7 +13,7 @@ if __name__ == "__main__":  # pragma: no cover - run as a script
 from ansible_collections.gpufleet.cluster.plugins.module_utils import compat_data as d  # noqa: E402
 from ansible_collections.gpufleet.cluster.plugins.module_utils import compat_facts as f  # noqa: E402
 from ansible_collections.gpufleet.cluster.plugins.module_utils.stack_solver import (  # noqa: E402
-    fabricmanager_packages, repository_cuda_releases, vkey)
+    fabricmanager_packages, repository_cuda_releases, supported_branches, vkey)
 
 DOC = _REPO / "docs" / "compatibility.md"
 START = "## Tables (generated from the compat_* modules)\n"
@@ -56,7 +56,9 @@ def render_tables():
             eol = "no (until %s)" % e["eol_date"] if e.get("eol_date") else "no"
         row = (b, e.get("type") or "not sourced", eol, e["max_cuda"], e["recommended"], ", ".join(e["versions"]))
         w("| R%s | %s | %s | %s | %s | %s |" % row)
-    w("\nDefault branch order when the request names none: %s." % ", ".join("R" + b for b in d.DEFAULT_BRANCH_PREFERENCE))
+    w("\nA request that names no branch gets the newest of the supported long-term and production branches "
+      "(now %s) that runs its GPUs, reaches the driver floor and is seen in the OS's repository (Decisions, 4)."
+      % ", ".join("R%s (%s)" % (b, d.DRIVER_BRANCHES[b]["type"]) for b in supported_branches()))
     w("\n### PyTorch wheels\n")
     w("| torch | CUDA variants (download.pytorch.org/whl/<variant>) | default PyPI variant | torchvision | torchaudio | NCCL in the default wheel |")
     w("|---|---|---|---|---|---|")

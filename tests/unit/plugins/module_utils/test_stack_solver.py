@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from ansible_collections.gpufleet.cluster.plugins.module_utils import compat_data as data
-from ansible_collections.gpufleet.cluster.plugins.module_utils.gpu_models import MODELS
+from ansible_collections.gpufleet.cluster.plugins.module_utils.gpu_models import MODELS, lookup_model
 from ansible_collections.gpufleet.cluster.plugins.module_utils.stack_solver import (
     StackError, solve, vkey)
 
@@ -137,14 +137,16 @@ def test_driver_branch_lists(branch):
 def test_example_plan_h100_hgx():
     plan = solve(req(gpus=["NVIDIA H100 80GB HBM3"] * 8, nvswitch=True))
     assert plan["cuda_version"] == "12.2"
-    assert plan["driver_branch"] == "535"
+    # R535 ended in June 2026: the newest supported LTSB/PB branch ubuntu2204's repository is seen to carry is
+    # R595 (PB; R610 is a new-feature branch whose support has ended, R620 is not seen there)
+    assert (plan["driver_branch"], plan["driver_branch_eol"]) == ("595", False)
+    assert plan["driver_recommended_version"] == "595.91.07"
     assert plan["driver_min_version"] == "535.104.05"
     assert plan["toolkit_package"] == "cuda-toolkit-12-2"
     assert plan["packages"]["toolkit"] == ["cuda-toolkit-12-2"]
     assert plan["packages"]["nccl"] == ["libnccl2=2.19.3-1+cuda12.2", "libnccl-dev=2.19.3-1+cuda12.2"]
-    assert plan["packages"]["fabricmanager"] == ["nvidia-fabricmanager-535"]
-    # NVIDIA's CUDA repository carries nvidia-kernel-open-535, not Canonical's nvidia-driver-535-open
-    assert plan["packages"]["driver"] == ["nvidia-kernel-open-535", "cuda-drivers-535"]
+    assert plan["packages"]["fabricmanager"] == ["nvidia-fabricmanager"]
+    assert plan["packages"]["driver"] == ["nvidia-driver-pinning-595", "nvidia-open"]
     assert plan["nccl_version"] == "2.19.3"
     assert plan["kernel_modules"] == "open"
     assert plan["repository"] == "https://developer.download.nvidia.com/compute/cuda/repos/ubuntu2204/x86_64/"
@@ -166,7 +168,7 @@ def test_nvswitch_taken_from_gpu_info_facts():
              "gpus": [{"index": i, "name": "NVIDIA H100 80GB HBM3", "compute_cap": "9.0"} for i in range(8)]}
     plan = solve(req(gpus=[facts]))
     assert plan["nvswitch"] is True
-    assert plan["packages"]["fabricmanager"] == ["nvidia-fabricmanager-535"]
+    assert plan["packages"]["fabricmanager"] == ["nvidia-fabricmanager"]
     assert plan["gpus"][0]["count"] == 8
 
 
@@ -257,7 +259,8 @@ def test_unknown_gpu_lists_known_models_unless_cc_given():
 
 def test_kernel_modules():
     assert solve(req(gpus=["Tesla V100-SXM2-32GB"]))["kernel_modules"] == "proprietary"
-    assert solve(req(gpus=["Tesla V100-SXM2-32GB"]))["packages"]["driver"] == ["cuda-drivers-535"]
+    # R580 is the last branch for Volta; on Ubuntu it keeps the branch in its package names (renamed from R590)
+    assert solve(req(gpus=["Tesla V100-SXM2-32GB"]))["packages"]["driver"] == ["cuda-drivers-580"]
     assert refused(req(gpus=["Tesla V100-SXM2-32GB"], kernel_modules="open")).rule == "OPEN_MODULES_NEED_TURING"
     assert solve(req(gpus=["Tesla T4"]))["kernel_modules"] == "open"
     assert solve(req(gpus=["Tesla T4"], kernel_modules="proprietary"))["kernel_modules"] == "proprietary"
@@ -284,11 +287,13 @@ def test_os_and_repository(os_in, arch, distro, repo_arch, family):
 
 def test_rhel_package_names():
     plan = solve(req(os="rhel9", gpus=["NVIDIA H100 80GB HBM3"], nvswitch=True))
-    assert plan["packages"]["driver"] == ["@nvidia-driver:535-open"]
+    assert plan["packages"]["driver"] == ["@nvidia-driver:580-open"]
     assert plan["packages"]["nccl"] == ["libnccl-2.19.3-1+cuda12.2", "libnccl-devel-2.19.3-1+cuda12.2"]
-    assert plan["packages"]["fabricmanager"] == ["nvidia-fabric-manager"]
-    assert plan["driver_module_stream"] == "nvidia-driver:535-open"
-    assert plan["driver_module_profile"] == "nvidia-driver:535/fm"
+    assert plan["packages"]["fabricmanager"] == ["nvidia-fabricmanager"]
+    assert plan["driver_module_stream"] == "nvidia-driver:580-open"
+    assert plan["driver_module_profile"] == "nvidia-driver:580/fm"
+    plan = solve(req(os="rhel9", gpus=["NVIDIA H100 80GB HBM3"], nvswitch=True, driver_branch="535"))
+    assert plan["packages"]["fabricmanager"] == ["nvidia-fabric-manager"]  # the name before R580
 
 
 @pytest.mark.parametrize("request_, rule, words", [
@@ -353,7 +358,7 @@ def expected_driver_packages(os_key, branch, flavour):
     if os_key.startswith("rhel"):
         return ["@nvidia-driver:%s-%s" % (branch, "open" if flavour == "open" else "dkms")]
     debian = os_key.startswith("debian")
-    if b >= 580:
+    if b >= (580 if debian else 590):
         return ["nvidia-driver-pinning-%s" % branch, "nvidia-open" if flavour == "open" else "cuda-drivers"]
     if b >= 570:
         return ["nvidia-open-%s" % branch] if flavour == "open" else ["cuda-drivers-%s" % branch]
@@ -517,6 +522,11 @@ def test_property_explicit_branches(branch, compat):
                         assert branch in str(err)
                     elif err.rule == "DRIVER_TOO_OLD_FOR_WHEEL":
                         assert branch in str(err)
+                    elif err.rule == "DRIVER_TOO_OLD_FOR_GPU":
+                        need = data.GPU_MIN_DRIVER[lookup_model(gpu)["key"]]
+                        assert vkey(data.DRIVER_BRANCHES[branch]["versions"][-1]) < vkey(need) and need in str(err)
+                    elif err.rule == "BRANCH_DROPPED_GPU":
+                        assert int(branch) > int(data.LAST_BRANCH_FOR_ARCH[lookup_model(gpu)["architecture"]])
                     else:
                         assert err.rule in ("CC_NEEDS_NEWER_CUDA", "CC_DROPPED_BY_CUDA", "TORCH_CUDA_MAJOR_MISMATCH",
                                             "TORCH_WHEEL_LACKS_CC"), str(err)
