@@ -25,6 +25,7 @@ toolkits can share one driver.
 
 from __future__ import annotations
 
+import collections
 import functools
 import re
 
@@ -363,6 +364,11 @@ class Request(object):
         self.gpu_need = gpu_min_driver(self.models)[0]   # the minimum driver NVIDIA lists for these GPUs
         self.warnings = fields["warnings"]
 
+    def fit(self, **changes):
+        """The hashable ``Fit`` of this request (fields overridable) for ``quick_ok``."""
+        out = Fit(tuple(self.ccs), self.branch, self.compat, self.allow_mismatch, self.distro, self.gpu_need)
+        return out._replace(**changes)
+
     def but(self, **changes):
         """A copy with some fields changed (to try alternatives)."""
         out = Request.__new__(Request)
@@ -585,7 +591,8 @@ def default_cuda(ccs, distro, torch_key=None, allow_mismatch=False):
     def fits(c, with_torch):
         if not hardware_supports(c, ccs) or not _data.CUDA_TOOLKITS[c]["nccl"]:
             return False
-        return not with_torch or torch_key is None or quick_ok(c, torch_key, ccs, None, "full", allow_mismatch, distro)
+        return not with_torch or torch_key is None or quick_ok(
+            c, torch_key, Fit(tuple(ccs), None, "full", allow_mismatch, distro, None))
 
     for with_torch in (True, False):
         ok = [c for c in in_range if fits(c, with_torch)]
@@ -638,8 +645,7 @@ def check_repository(ctx, cuda_key):
         alts = alternatives(ctx)
         # other OSes only where the rest of the request (GPUs, torch, branch) solves there too
         others = sorted(k for k, v in _data.REPO_DISTROS.items()
-                        if quick_ok(cuda_key, ctx.torch, ctx.ccs, ctx.branch, ctx.compat, ctx.allow_mismatch, v[0],
-                                    ctx.gpu_need))
+                        if quick_ok(cuda_key, ctx.torch, ctx.fit(distro=v[0])))
         msg = "NVIDIA's %s repository does not carry CUDA %s (it carries %s; %s)." % (
             ctx.distro, cuda_key, ", ".join(carried), rng["source"])
         if alts:
@@ -847,7 +853,7 @@ def _raise_branch(ctx, branch, cuda_key, floors, torch_plan):
              if not branch_drops(x, ctx.models) and branch_best_version(x, floors["minimum"])]
     options = ["driver branch %s" % " or ".join(works[:2])] if works else []
     older = [c for c in _CUDA_KEYS
-             if quick_ok(c, ctx.torch, ctx.ccs, branch, ctx.compat, ctx.allow_mismatch, ctx.distro, ctx.gpu_need)]
+             if quick_ok(c, ctx.torch, ctx.fit(branch=branch))]
     if older:
         options.append("CUDA %s with branch %s" % (" or ".join(older[-2:]), branch))
     mv = _data.CUDA_TOOLKITS[cuda_key]["driver_min_minor_compat"]
@@ -1067,14 +1073,15 @@ def build_plan(ctx, toolkit, driver, packages, graph):
 # ---------------------------------------------------------------- alternatives
 
 
-def quick_ok(cuda_key, torch_key, ccs, branch=None, compat="full", allow_mismatch=False, distro=None, gpu_need=None):
-    """True when (cuda, torch) passes every rule for these compute capabilities (and OS repository, and
-    the GPUs' minimum driver)."""
-    return _quick_ok(cuda_key, torch_key, tuple(ccs), branch, compat, allow_mismatch, distro, gpu_need)
+# What a quick feasibility check reads besides (cuda, torch): hashable, so the check is cached.
+Fit = collections.namedtuple("Fit", "ccs branch compat allow_mismatch distro gpu_need")
 
 
 @functools.lru_cache(maxsize=65536)
-def _quick_ok(cuda_key, torch_key, ccs, branch, compat, allow_mismatch, distro, gpu_need):
+def quick_ok(cuda_key, torch_key, fit):
+    """True when (cuda, torch) passes every rule for ``fit`` (a ``Fit``: the compute capabilities,
+    the branch if one is named, the compat mode, the OS repository and the GPUs' minimum driver)."""
+    ccs, branch, compat, allow_mismatch, distro, gpu_need = fit
     if distro is not None and cuda_key not in repository_cuda_releases(distro):
         return False
     if not hardware_supports(cuda_key, ccs) or not _data.CUDA_TOOLKITS[cuda_key]["nccl"]:
@@ -1109,7 +1116,7 @@ def alternatives(ctx, count=3):
     found = []
     for ci, c in enumerate(_CUDA_KEYS):
         for ti, t in enumerate(_TORCH_KEYS if ctx.torch else [None]):
-            if not quick_ok(c, t, ctx.ccs, ctx.branch, ctx.compat, ctx.allow_mismatch, ctx.distro, ctx.gpu_need):
+            if not quick_ok(c, t, ctx.fit()):
                 continue
             dt = abs(ti - t_idx) if t else 0
             kind = ("torch" if ci == c_want else "cuda" if dt == 0 else "both")

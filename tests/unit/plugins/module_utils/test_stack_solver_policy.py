@@ -121,11 +121,11 @@ def test_the_gpus_minimum_driver_raises_the_floor():
 
 def test_no_supported_branch_is_a_refusal_that_names_the_ended_ones(monkeypatch):
     monkeypatch.setitem(data.DRIVER_BRANCHES, "580", dict(data.DRIVER_BRANCHES["580"], eol=True))
-    stack_solver._quick_ok.cache_clear()
+    stack_solver.quick_ok.cache_clear()
     try:
         err = refused({"gpus": ["Tesla V100-SXM2-32GB"], "cuda": "12.2"})
     finally:
-        stack_solver._quick_ok.cache_clear()
+        stack_solver.quick_ok.cache_clear()
     assert err.rule == "NO_SUPPORTED_BRANCH"
     assert "supported up to R580" in str(err)
     assert err.alternatives[0] == {"driver_branch": "580"}
