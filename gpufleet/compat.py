@@ -189,7 +189,7 @@ def _date(text):
 
 
 def parser():
-    top = argparse.ArgumentParser(prog="gpufleet compat", description=__doc__.split("\n\n")[0],
+    top = argparse.ArgumentParser(prog="gpufleet compat", description=__doc__.split("\n\n", maxsplit=1)[0],
                                   formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = top.add_subparsers(dest="command", required=True)
     refresh = sub.add_parser("refresh", help="regenerate the release data from its sources")

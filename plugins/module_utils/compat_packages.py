@@ -40,10 +40,11 @@ def _repo_cuda_range():
     out = {}
     for distro, _family, _graph in sorted(set(REPO_DISTROS.values())):
         rng = sourced.get(distro, {"first": None, "last": None})
+        source = (cite("repo_cuda", distro) if distro in sourced
+                  else "no published list of the toolkits this repository holds was read; open both ways")
         out[distro] = {"first": rng["first"], "last": rng["last"],
                        "verified": [side for side in ("first", "last") if rng[side] is not None],
-                       "source": cite("repo_cuda", distro) if distro in sourced else "no published list of the "
-                                 "toolkits this repository holds was read; open both ways"}
+                       "source": source}
     return out
 
 

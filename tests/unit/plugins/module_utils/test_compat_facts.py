@@ -55,8 +55,8 @@ def test_compute_capability_10_3_needs_cuda_12_9():
 
 def test_rpm_fabric_manager_is_nvidia_fabricmanager_from_r580():
     rules = data.FABRIC_MANAGER_PACKAGES["rhel"]
-    assert [(r["from_branch"], r["packages"]) for r in rules] == [("515", ["nvidia-fabric-manager"]),
-                                                                 ("580", ["nvidia-fabricmanager"])]
+    assert [(r["from_branch"], r["packages"]) for r in rules] == [
+        ("515", ["nvidia-fabric-manager"]), ("580", ["nvidia-fabricmanager"])]
 
 
 def test_nvidias_debian12_repository_starts_at_cuda_12_3():
