@@ -43,6 +43,15 @@ def version_key(version: str) -> tuple:
     return tuple(int(part) if part.isdigit() else part for part in re.split(r"[.]", upstream_version(version)))
 
 
+def package_version_key(version: str) -> tuple:
+    """A sortable key for whole package versions (epoch, then digit and non-digit runs), so ``580-5`` sorts
+    after ``580-1`` and ``595.91.07-1ubuntu1`` after ``595.58.03-1ubuntu1``."""
+    text = (version or "").strip()
+    epoch = int(text.split(":", 1)[0]) if re.match(r"^\d+:", text) else 0
+    text = text.split(":", 1)[1] if re.match(r"^\d+:", text) else text
+    return (epoch,) + tuple((0, int(run)) if run.isdigit() else (1, run) for run in re.findall(r"\d+|[^\d]+", text))
+
+
 def parse_apt_policy(text: str) -> dict:
     """``apt-cache policy`` output -> ``{name: {installed, candidate, versions}}``.
 
@@ -232,7 +241,9 @@ def resolve_request(request: dict, offered: dict, all_names=()) -> dict:
     """One planned package against what the repository offers.
 
     ``request``: ``{name, version, match}`` with ``match`` one of ``upstream`` (the version's upstream
-    part equals ``version``), ``exact`` (the full version string equals it) or ``any``.
+    part equals ``version``), ``exact`` (the full version string equals it), ``branch`` (the upstream part
+    is the branch ``version`` or starts with it and a dot: NVIDIA's pinning packages, ``580-5``; the newest
+    such version is what the package manager installs) or ``any``.
     ``offered``: ``{name: [versions]}``. Returns ``{name, wanted, found, version, offered, candidates, problem}``
     where ``version`` is the repository's full version string to install.
     """
@@ -252,6 +263,8 @@ def resolve_request(request: dict, offered: dict, all_names=()) -> dict:
         hits = versions
     elif match == "exact":
         hits = [v for v in versions if v == wanted or re.sub(r"^\d+:", "", v) == wanted]
+    elif match == "branch":
+        hits = [v for v in versions if upstream_version(v) == wanted or upstream_version(v).startswith(wanted + ".")]
     else:
         hits = [v for v in versions if upstream_version(v) == wanted]
     if not hits:
@@ -261,7 +274,10 @@ def resolve_request(request: dict, offered: dict, all_names=()) -> dict:
                              + (", ".join(shown) if shown else "in no version"))
         return result
     result["found"] = True
-    result["version"] = max(hits, key=version_key) if match != "exact" else hits[0]
+    if match == "branch":
+        result["version"] = max(hits, key=package_version_key)
+    else:
+        result["version"] = max(hits, key=version_key) if match != "exact" else hits[0]
     return result
 
 

@@ -37,7 +37,7 @@ COVERED_BY = {
     ("nvidia_driver", "Remove the other flavour as NVIDIA documents the switch"): "__nvidia_driver_query_names",
     ("nvidia_driver", "Install the driver and fabric manager at their exact versions in one transaction"):
         "__nvidia_driver_query_names",
-    ("nvidia_driver", "{{ __nvidia_driver_rpm_names }}"): "__nvidia_driver_query_names",
+    ("nvidia_driver", "{{ __nvidia_driver_decision.install_args }}"): "__nvidia_driver_query_names",
     ("nvidia_driver", "Release the version locks on the driver being replaced"): "/etc/dnf/plugins/versionlock.list",
     ("nvidia_driver", "Lock each driver package at the installed version"): "/etc/dnf/plugins/versionlock.list",
     ("nvidia_driver", "Reset the driver module when the plan switches its stream"): "/etc/dnf/modules.d/nvidia-driver.module",
