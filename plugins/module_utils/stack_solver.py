@@ -1025,6 +1025,8 @@ RULES_CHECKED = ["UNKNOWN_TORCH", "UNSUPPORTED_OS", "UNKNOWN_GPU", "NO_CUDA_FOR_
 
 
 def solve(request):
+    if isinstance(request, Mapping) and isinstance(request.get("cuda"), (list, tuple)):
+        return solve_side_by_side(request)
     ctx = resolve_request(request)
     cuda_key, cuda_release = choose_cuda(ctx)
     toolkit = plan_toolkit(ctx, cuda_key, cuda_release)
@@ -1033,6 +1035,47 @@ def solve(request):
                                     ctx.nvswitch)
     ctx.warnings.extend(_package_warnings(ctx, graph, driver))
     return build_plan(ctx, toolkit, driver, packages, graph)
+
+
+def _toolkit_entry(plan):
+    """What one toolkit of a side-by-side plan installs: the toolkit and the NCCL build for its CUDA."""
+    return {"cuda_version": plan["cuda_version"], "cuda_release": plan["cuda_release"],
+            "toolkit_full_version": plan["toolkit_full_version"], "toolkit_package": plan["toolkit_package"],
+            "nccl_version": plan["nccl_version"], "nccl_package_version": plan["nccl_package_version"],
+            "packages": {"toolkit": plan["packages"]["toolkit"], "nccl": plan["packages"]["nccl"]}}
+
+
+def solve_side_by_side(request):
+    """``cuda`` as a list (``["11.8", "12.2"]``): the plan of the newest toolkit (its driver, NCCL, torch), with
+    ``toolkits`` listing every toolkit and the NCCL build for its CUDA, oldest first. The older toolkits are planned
+    on the newest one's driver branch and flavour (a driver runs every older CUDA) and without torch (the wheel goes
+    with the newest toolkit, the default); a toolkit the OS repository or the GPUs cannot take refuses the request
+    with its own rule."""
+    asked = list(request["cuda"])
+    if not asked:
+        raise StackError("BAD_REQUEST", "cuda is an empty list; give one version (\"12.2\") or several ([\"11.8\", \"12.2\"]).")
+    keys = sorted({resolve_cuda(c)[0]: c for c in asked}.items(), key=lambda kv: vkey(kv[0]))
+    if len(keys) != len(asked):
+        raise StackError("BAD_REQUEST", "cuda lists a toolkit twice: %s; each X.Y once." % (asked,))
+    newest = solve(dict(request, cuda=keys[-1][1]))
+    older = []
+    for key, value in keys[:-1]:
+        fixed = dict(request, cuda=value, driver_branch=newest["driver_branch"], kernel_modules=newest["kernel_modules"])
+        fixed.pop("torch", None)
+        fixed.pop("torch_variant", None)
+        try:
+            older.append(solve(fixed))
+        except StackError as exc:
+            raise StackError(exc.rule, "side-by-side toolkit CUDA %s (beside %s): %s" % (key, newest["cuda_version"], exc.args[0]),
+                             exc.alternatives) from None
+    plan = dict(newest)
+    plan["toolkits"] = [_toolkit_entry(p) for p in older + [newest]]
+    plan["packages"] = dict(newest["packages"], toolkit=[t["toolkit_package"] for t in plan["toolkits"]])
+    plan["driver_min_version"] = max((p["driver_min_version"] for p in older + [newest]), key=vkey)
+    # The older toolkits are planned without torch on purpose: their "no torch requested" is no news.
+    plan["warnings"] = list(dict.fromkeys(newest["warnings"] + [w for p in older for w in p["warnings"]
+                                                                if not w.startswith("no torch requested")]))
+    return plan
 
 
 def build_plan(ctx, toolkit, driver, packages, graph):
@@ -1063,6 +1106,7 @@ def build_plan(ctx, toolkit, driver, packages, graph):
         "torch": toolkit["torch"], "gpus": [dict(g) for g in ctx.models],
         "rules_checked": list(RULES_CHECKED), "warnings": ctx.warnings,
     }
+    plan["toolkits"] = [_toolkit_entry(plan)]
     if ctx.family == "dnf":
         plan["driver_module_stream"] = "nvidia-driver:%s-%s" % (branch, "open" if plan["kernel_modules"] == "open" else "dkms")
         if ctx.nvswitch:
