@@ -236,7 +236,8 @@ def _stop(node: dict, plan: dict, action: str, repository: dict, host: str) -> s
     if action in ("switch", "replace") and not plan.get("allow_replace"):
         what = ("switch the flavour as NVIDIA documents it" if action == "switch"
                 else f"replace it with {' '.join(install_names(plan))} {plan['version']}")
-        return (f"{host}: installed driver {current['package']} {current['upstream']}{_flavour_note(current, plan)} is not the plan's branch {plan['branch']} with {plan['kernel_modules']} kernel "
+        return (f"{host}: installed driver {current['package']} {current['upstream']}{_flavour_note(current, plan)} is "
+                f"not the plan's branch {plan['branch']} with {plan['kernel_modules']} kernel "
                 f"modules; it was left as it is. Set nvidia_driver_allow_replace: true to {what} (a reboot follows), "
                 "or change the plan.")
     if action == "switch" and not plan.get("flavour_switch"):

@@ -63,8 +63,8 @@ EXAMPLES = r"""
 RETURN = r"""
 current:
   description:
-    - None without a driver; C({kind: package, package, version, upstream, branch, flavour}) for the package that owns
-      C(nvidia-smi); C({kind: unpackaged, files, upstream, uninstaller}) when no package owns it.
+    - "None without a driver; C({kind: package, package, version, upstream, branch, flavour}) for the package that owns
+      C(nvidia-smi); C({kind: unpackaged, files, upstream, uninstaller}) when no package owns it."
   returned: always
   type: dict
   sample: {"kind": "package", "package": "nvidia-utils", "version": "595.91.07-1ubuntu1", "upstream": "595.91.07",

@@ -25,7 +25,8 @@ def run(monkeypatch, capsys, args, pages=None, env=None):
         return io.BytesIO(pages[url].encode())
 
     monkeypatch.setattr(wheel_index_info, "open_url", fake_open_url)
-    monkeypatch.setattr(wheel_index_info, "run_tool", lambda module, argv, timeout, environ_update=None: (0, "cp311 x86_64\n", "", False))
+    monkeypatch.setattr(wheel_index_info, "run_tool",
+                        lambda module, argv, timeout, environ_update=None: (0, "cp311 x86_64\n", "", False))
     for key, value in (env or {}).items():
         monkeypatch.setenv(key, value)
     with patch_module_args(args):
@@ -36,8 +37,8 @@ def run(monkeypatch, capsys, args, pages=None, env=None):
 
 def test_index_from_pip_index_url_with_credentials_kept_out_of_the_result(monkeypatch, capsys):
     page = (FIXTURES / "pypi-simple-torchaudio.html").read_text()
-    result, fetched = run(monkeypatch, capsys, {"packages": [{"name": "torchaudio", "version": "2.12.0"},
-                                                            {"name": "torchvision", "version": "0.27.0"}]},
+    packages = [{"name": "torchaudio", "version": "2.12.0"}, {"name": "torchvision", "version": "0.27.0"}]
+    result, fetched = run(monkeypatch, capsys, {"packages": packages},
                           pages={"https://u:tok3n@mirror.example/simple/torchaudio/": page},
                           env={"PIP_INDEX_URL": "https://u:tok3n@mirror.example/simple/"})
     assert fetched == ["https://u:tok3n@mirror.example/simple/torchaudio/", "https://u:tok3n@mirror.example/simple/torchvision/"]
