@@ -212,6 +212,14 @@ def test_toolkit_and_nccl_render_for_rhel(facts_name):
     assert render(templar, lock["ansible.builtin.command"], {"item": "libnccl"})["argv"] == [
         "dnf", "versionlock", "add", "libnccl-2.18.3-1+cuda12.2"]
 
+    # Another toolkit's NCCL build (a side-by-side plan): fetched by dnf, unpacked with rpm2cpio under its CUDA.
+    other = {"__nccl_other": "2.16.2-1+cuda11.8"}
+    steps = {t["name"]: t for t in walk(load(ROLES_DIR / "nccl/tasks/side_by_side.yml")) if "name" in t}
+    assert render(templar, steps["Download the NCCL packages of that build from the CUDA repository"]["ansible.builtin.command"]["argv"],
+                  other) == ["dnf", "download", "-q", "libnccl-2.16.2-1+cuda11.8", "libnccl-devel-2.16.2-1+cuda11.8"]
+    unpack = render(templar, steps["Unpack the packages into it"]["ansible.builtin.command"], {**other, "item": {"path": "/t/x.rpm"}})
+    assert unpack["argv"][:2] == ["sh", "-c"] and unpack["argv"][-2:] == ["/t/x.rpm", "/opt/gpufleet/nccl/cuda-11.8"]
+
 
 @pytest.mark.parametrize("role", STACK_ROLES)
 @pytest.mark.parametrize("facts, supported", [

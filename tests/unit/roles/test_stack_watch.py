@@ -57,6 +57,11 @@ COVERED_BY = {
     ("nccl", "Lock each NCCL package"): "/etc/dnf/plugins/versionlock.list",
     ("nccl", "python3-dnf-plugin-versionlock"): "python3-dnf-plugin-versionlock",
     ("nccl", "{{ __nccl_hold_record | dirname }}"): "__nccl_hold_record",
+    # The other toolkits' NCCL builds: each directory's VERSION file (watched) names what was unpacked there.
+    ("nccl", "{{ __nccl_other_dir }}"): "nccl_side_by_side_dir",
+    ("nccl", "{{ __nccl_other_dir }}/VERSION"): "nccl_side_by_side_dir",
+    ("nccl", "Unpack the packages into it"): "nccl_side_by_side_dir",
+    ("nccl", "{{ __nccl_other_tmp.path }}"): None,
     ("pytorch", "Create the virtual environment"): "{{ pytorch_venv }}",
     ("pytorch", "Install torch at the planned versions"): "{{ pytorch_venv }}",
     ("pytorch", "{{ pytorch_venv }}/{{ __pytorch_verified_file }}"): "{{ pytorch_venv }}",
