@@ -118,6 +118,18 @@ def test_ubuntu2404_starts_at_cuda_12_5_and_carries_cuda_13():
     assert m.preinstall_pins("595.58.03", "open")[-1] == "nvidia-open=595.58.03-1ubuntu1"
 
 
+def test_preinstall_of_an_r590_release_uses_nvidias_unversioned_names_and_the_pinning_package():
+    m = MANIFESTS["ubuntu2204"]
+    pins = m.preinstall_pins("595.91.07", "proprietary")
+    assert pins[0] == "nvidia-driver-pinning-595=595-1" and "cuda-drivers=595.91.07-1" in pins
+    assert "nvidia-dkms=595.91.07-1ubuntu1" in pins and not [p for p in pins if "-595=" in p and "pinning" not in p]
+    assert m.preinstall_auto("595.91.07", "open") == [
+        "nvidia-utils", "nvidia-persistenced", "libnvidia-compute", "nvidia-kernel-common", "nvidia-kernel-source-open",
+        "nvidia-dkms-open", "nvidia-driver-open"]
+    # The branch-named releases keep their own list.
+    assert "cuda-drivers-580=580.82.07-1" in m.preinstall_pins("580.82.07", "proprietary")
+
+
 def test_preinstall_pins_every_flavour_package_and_refuses_unknown_releases():
     m = MANIFESTS["ubuntu2204"]
     pins = m.preinstall_pins("535.54.03", "proprietary")
@@ -240,3 +252,13 @@ def test_nvidia_smi_reports_the_installed_module_and_refuses_wrong_combinations(
     no_capture = _smi(tmp_path / "d", "-L", userspace="570.124.06", kmod="570.124.06 open",
                       requires_open=True, capture=None)
     assert no_capture.returncode == 2 and "PCI ids only" in no_capture.stdout
+
+
+def test_ubuntu_2404_nodes_use_their_repository_and_a_noble_suite_of_the_mirror():
+    from gfsim import repo  # noqa: PLC0415 - the repository builder, imported where it is tested
+
+    m = manifest_lib.for_os("ubuntu24.04")
+    assert m.repository == "ubuntu2404" and m.os["version_id"] == "24.04" and m.os["codename"] == "noble"
+    assert repo._ubuntu_suites() == ["jammy", "noble"]
+    with pytest.raises(manifest_lib.ManifestError, match="unknown --os 'ubuntu26.04'; known: debian12, ubuntu22.04, ubuntu24.04"):
+        manifest_lib.for_os("ubuntu26.04")
