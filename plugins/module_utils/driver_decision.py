@@ -21,6 +21,8 @@ from __future__ import annotations
 
 import re
 
+from ansible_collections.gpufleet.cluster.plugins.module_utils import versions
+
 CHANGING_ACTIONS = ("install", "upgrade", "switch", "replace")
 # NVIDIA's per-branch pinning packages (R580 on, "nvidia-driver-pinning-580") carry a branch-level version
 # ("580-5"), not the driver's: the repository is asked for the branch, and apt's newest of it is installed.
@@ -97,10 +99,6 @@ def upstream_version(version: str) -> str:
     """``1:535.104.05-0ubuntu1`` -> ``535.104.05``; ``535.104.05-1.el9`` -> ``535.104.05``."""
     text = re.sub(r"^\d+:", "", (version or "").strip())
     return text.rsplit("-", 1)[0] if "-" in text else text
-
-
-def _vkey(version: str) -> tuple:
-    return tuple(int(p) if p.isdigit() else 0 for p in re.split(r"[.]", version or "0"))
 
 
 # --- the node ----------------------------------------------------------------------------------------------
@@ -207,7 +205,7 @@ def _action(node: dict, plan: dict) -> str:
         floor = plan.get("min_version") or ""
         planned = [n for n in list(plan.get("packages", [])) + list(plan.get("fabricmanager_packages") or [])
                    if not n.startswith("@")]
-        meets_floor = not floor or _vkey(current["upstream"]) >= _vkey(floor)
+        meets_floor = not floor or versions.compare(current["upstream"], floor, "dotted") >= 0
         # Kept only when it meets the floor and every planned name (fabric manager included) is installed.
         return "keep" if meets_floor and all(n in node["installed"] for n in planned) else "upgrade"
     if same_branch and current["flavour"] in ("open", "proprietary"):

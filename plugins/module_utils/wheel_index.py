@@ -22,6 +22,8 @@ import html
 import re
 from urllib.parse import unquote, urlsplit, urlunsplit
 
+from ansible_collections.gpufleet.cluster.plugins.module_utils import versions
+
 _ANCHOR = re.compile(r"<a\s[^>]*href=\"([^\"]*)\"[^>]*>([^<]*)</a>", re.I)
 
 
@@ -63,11 +65,6 @@ def fits(wheel: dict, python_tag: str, machine: str) -> bool:
     return bool(pythons & set(wheel["python"])) and abi_ok and platform_ok
 
 
-def _version_key(version: str) -> tuple:
-    public, _plus, local = version.partition("+")
-    return tuple(int(p) if p.isdigit() else -1 for p in re.split(r"[.]", public)), local
-
-
 def check_wheels(requests, files: dict, python_tag: str, machine: str, where: str) -> dict:
     """Every planned wheel against what the index offers.
 
@@ -102,7 +99,7 @@ def _problem(name, version, listed, wheels, fitting, python_tag, machine, where)
                 f"on {machine}")
     same_variant = "+" + version.partition("+")[2] if "+" in version else ""
     offered = sorted({w["version"] for w in fitting if not same_variant or w["version"].endswith(same_variant)},
-                     key=_version_key, reverse=True)
+                     key=versions.sort_key("pep440"), reverse=True)
     kind = f"{same_variant[1:]} " if same_variant else ""
     offers = (f"{kind}{', '.join(offered[:12])}" if offered
               else f"no {kind}{name} wheel that fits this node")
