@@ -266,6 +266,9 @@ def main(argv: list[str] | None = None) -> int:
     if not argv:
         _parser().print_help(sys.stderr)
         return EXIT_RUN_BROKEN
+    if argv[:1] == ["compat"]:  # release data maintenance: gpufleet/compat.py has its own parser
+        from gpufleet.compat import main as compat_main
+        return compat_main(argv[1:])
     started_at = datetime.now(timezone.utc)
     secrets = secret_values()
     previous = signal.signal(signal.SIGTERM, _on_sigterm)

@@ -1,16 +1,17 @@
 # -*- coding: utf-8 -*-
-# Copyright: gpufleet contributors
-# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+# Copyright: gpufleet engineers
+# Apache-2.0 (see galaxy.yml)
 """Sourced compatibility data for the stack solver, gathered from its parts:
 
 - ``compat_cuda``: CUDA toolkits (Table 3 and minor-version floors, NCCL), compute capability support;
 - ``compat_drivers``: driver branches, kernel-module flavour rules, fabric manager;
 - ``compat_torch``: PyTorch wheel variants and their torchvision/torchaudio;
-- ``compat_packages``: NVIDIA repositories per OS, the CUDA each carries, package graphs.
+- ``compat_packages``: NVIDIA repositories per OS, the CUDA and branches each carries, package graphs.
 
-Every entry carries ``source``; docs/compatibility.md has the audit trail and
-the facts left out because they could not be sourced. GPU model names live in
-``gpu_models.py``; this data keys GPU support on compute capability.
+The first three and the repository facts read two files: compat_facts.py, the one sourced table of
+facts with no machine-readable source (one source per row), and compat_release_data.py, which
+`gpufleet compat refresh` generates from PyPI and PyTorch's build matrix. docs/compatibility.md
+renders both and lists what could not be sourced. GPU model names live in ``gpu_models.py``.
 """
 
 from __future__ import annotations
@@ -19,27 +20,29 @@ try:  # collection import path
     from ansible_collections.gpufleet.cluster.plugins.module_utils.compat_cuda import (  # noqa: F401
         CC_SUPPORT, CUDA_TOOLKITS, MISSION_CUDA_RANGE, WHEEL_DRIVER_FLOOR)
     from ansible_collections.gpufleet.cluster.plugins.module_utils.compat_drivers import (  # noqa: F401
-        DEFAULT_BRANCH_PREFERENCE, DRIVER_BRANCHES, FABRIC_MANAGER, KERNEL_MODULES)
+        DRIVER_BRANCHES, FABRIC_MANAGER, GPU_MIN_DRIVER, KERNEL_MODULES, LAST_BRANCH_FOR_ARCH)
     from ansible_collections.gpufleet.cluster.plugins.module_utils.compat_torch import (  # noqa: F401
         TORCH_INDEX_URL, TORCH_RELEASES)
     from ansible_collections.gpufleet.cluster.plugins.module_utils.compat_packages import (  # noqa: F401
         CUDA_REPO_BASE, DRIVER_PACKAGE_GRAPHS, FABRIC_MANAGER_PACKAGES, OS_ALIASES, OS_PACKAGE_NAMES,
-        REPO_ARCHES, REPO_CUDA_RANGE, REPO_DISTROS, REPO_SOURCE)
+        REPO_ARCHES, REPO_BRANCHES, REPO_CUDA_RANGE, REPO_DISTROS, REPO_PACKAGES_UNVERIFIED, REPO_SOURCE)
 except ImportError:  # pragma: no cover - direct import from the source tree
     from compat_cuda import CC_SUPPORT, CUDA_TOOLKITS, MISSION_CUDA_RANGE, WHEEL_DRIVER_FLOOR  # type: ignore # noqa: F401
-    from compat_drivers import (DEFAULT_BRANCH_PREFERENCE, DRIVER_BRANCHES, FABRIC_MANAGER,  # type: ignore # noqa: F401
-                                KERNEL_MODULES)
+    from compat_drivers import (DRIVER_BRANCHES, FABRIC_MANAGER, GPU_MIN_DRIVER,  # type: ignore # noqa: F401
+                                KERNEL_MODULES, LAST_BRANCH_FOR_ARCH)
     from compat_torch import TORCH_INDEX_URL, TORCH_RELEASES  # type: ignore # noqa: F401
     from compat_packages import (CUDA_REPO_BASE, DRIVER_PACKAGE_GRAPHS, FABRIC_MANAGER_PACKAGES,  # type: ignore # noqa: F401
-                                 OS_ALIASES, OS_PACKAGE_NAMES, REPO_ARCHES, REPO_CUDA_RANGE, REPO_DISTROS,
-                                 REPO_SOURCE)
+                                 OS_ALIASES, OS_PACKAGE_NAMES, REPO_ARCHES, REPO_BRANCHES, REPO_CUDA_RANGE,
+                                 REPO_DISTROS, REPO_PACKAGES_UNVERIFIED, REPO_SOURCE)
 
 __all__ = [
     "CC_SUPPORT", "CUDA_TOOLKITS", "MISSION_CUDA_RANGE", "WHEEL_DRIVER_FLOOR",
-    "DEFAULT_BRANCH_PREFERENCE", "DRIVER_BRANCHES", "FABRIC_MANAGER", "KERNEL_MODULES",
+    "DRIVER_BRANCHES", "FABRIC_MANAGER", "GPU_MIN_DRIVER", "KERNEL_MODULES",
+    "LAST_BRANCH_FOR_ARCH",
     "TORCH_INDEX_URL", "TORCH_RELEASES",
     "CUDA_REPO_BASE", "DRIVER_PACKAGE_GRAPHS", "FABRIC_MANAGER_PACKAGES", "OS_ALIASES", "OS_PACKAGE_NAMES",
-    "REPO_ARCHES", "REPO_CUDA_RANGE", "REPO_DISTROS", "REPO_SOURCE", "RULES",
+    "REPO_ARCHES", "REPO_BRANCHES", "REPO_CUDA_RANGE", "REPO_DISTROS", "REPO_PACKAGES_UNVERIFIED", "REPO_SOURCE",
+    "RULES",
 ]
 
 # Stable rule ids the solver checks and raises.
@@ -54,6 +57,11 @@ RULES = {
     "NO_CUDA_FOR_HARDWARE": "some CUDA toolkit in the data (and the OS repository) supports every GPU when none is requested",
     "CC_NEEDS_NEWER_CUDA": "the CUDA toolkit is at least the first one that supports every GPU's compute capability",
     "CC_DROPPED_BY_CUDA": "the CUDA toolkit is not newer than the last one that supports every GPU",
+    "NO_SUPPORTED_BRANCH": "without a named branch, a supported (not end-of-life) long-term or production branch runs "
+                           "the GPUs, the toolkit and the wheel (an end-of-life branch is planned only when named)",
+    "BRANCH_DROPPED_GPU": "the driver branch still supports every GPU's architecture (R580 is the last for Maxwell, "
+                          "Pascal and Volta)",
+    "DRIVER_TOO_OLD_FOR_GPU": "the driver meets the minimum NVIDIA lists for every GPU (MIG user guide)",
     "DRIVER_BRANCH_TOO_OLD_FOR_CUDA": "the driver branch meets Table 3 for the toolkit (or the minor-version floor when driver_compat is minor)",
     "DRIVER_TOO_OLD_FOR_WHEEL": "the driver meets the torch wheel's CUDA minor-version floor",
     "TORCH_NO_WHEEL_FOR_CUDA": "the requested torch wheel variant exists for that torch release",

@@ -1,10 +1,10 @@
 # -*- coding: utf-8 -*-
-# Copyright: gpufleet contributors
-# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Sourced OS package graphs for NVIDIA's CUDA repositories: which repository
-serves an OS, which CUDA toolkits it carries, and the driver / fabric manager
-package names, install order and flavour-switch steps per OS family, driver
-branch and kernel-module flavour.
+# Copyright: gpufleet engineers
+# Apache-2.0 (see galaxy.yml)
+"""OS package graphs for NVIDIA's CUDA repositories: which repository serves an OS, which CUDA
+toolkits and driver branches it carries (from the sourced table, compat_facts.FACTS), and the
+driver / fabric manager package names, install order and flavour-switch steps per OS family,
+driver branch and kernel-module flavour.
 
 Names are written without versions; ``{B}`` is the driver branch. Each rule carries
 ``source``; ``verified`` is False where the wording of NVIDIA's guide could not be
@@ -13,47 +13,54 @@ read here and the entry follows the guide's pattern (docs/compatibility.md lists
 
 from __future__ import annotations
 
+try:  # collection import path
+    from ansible_collections.gpufleet.cluster.plugins.module_utils.compat_facts import cite, rows
+except ImportError:  # pragma: no cover - direct import from the source tree
+    from compat_facts import cite, rows  # type: ignore
+
 CUDA_REPO_BASE = "https://developer.download.nvidia.com/compute/cuda/repos"
-REPO_DISTROS = {
-    # os id (normalised) -> (repo distro component, package family, package graph)
-    "ubuntu20.04": ("ubuntu2004", "apt", "ubuntu"),
-    "ubuntu22.04": ("ubuntu2204", "apt", "ubuntu"),
-    "ubuntu24.04": ("ubuntu2404", "apt", "ubuntu"),
-    "debian11": ("debian11", "apt", "debian"),
-    "debian12": ("debian12", "apt", "debian"),
-    "rhel8": ("rhel8", "dnf", "rhel"),
-    "rhel9": ("rhel9", "dnf", "rhel"),
-}
+# os id (normalised) -> (repo distro component, package family, package graph), from the sourced table.
+REPO_DISTROS = {os_id: (r["distro"], r["family"], r["graph"]) for os_id, r in sorted(rows("repo").items())}
+# Repositories whose driver package names were not read: they follow their graph's pattern (the plan warns).
+REPO_PACKAGES_UNVERIFIED = sorted(r["distro"] for r in rows("repo").values() if r.get("packages_verified") is False)
 # Clones that use the RHEL repository.
 OS_ALIASES = {
     "rocky": "rhel", "almalinux": "rhel", "alma": "rhel", "centos": "rhel", "redhat": "rhel",
     "rocky linux": "rhel", "red hat enterprise linux": "rhel", "ol": "rhel", "oraclelinux": "rhel",
 }
 REPO_ARCHES = {"x86_64": "x86_64", "amd64": "x86_64", "aarch64": "sbsa", "arm64": "sbsa", "sbsa": "sbsa"}
-REPO_SOURCE = ("NVIDIA/ansible-role-nvidia-driver defaults and vars/main.yml (aarch64 -> sbsa); "
-               "stackhpc/ansible-slurm-appliance roles/cuda; repo URL pattern <base>/<distro>/<arch>/")
+REPO_SOURCE = cite("repo", "ubuntu22.04")
 
-# Which CUDA toolkits (X.Y) each repository carries: every toolkit of the data between
-# first and last (None = no bound known). ``verified`` says which bound has a source;
-# an unverified side is assumed open and the plan says so.
-REPO_CUDA_RANGE = {
-    "ubuntu2004": {"first": None, "last": "12.9", "verified": ["last"],
-                   "source": "NVIDIA CUDA 13.0 release notes, Dropped Operating Systems: 'Support for Ubuntu 20.04 "
-                             "has been dropped starting with this release'"},
-    "ubuntu2204": {"first": None, "last": None, "verified": [],
-                   "source": "no published list of the toolkits this repository holds was read; open both ways"},
-    "ubuntu2404": {"first": "12.5", "last": None, "verified": ["first"],
-                   "source": "issue 11 (maintainers, against NVIDIA's ubuntu2404 repository): 'ubuntu2404 has no "
-                             "CUDA before 12.5'"},
-    "debian11": {"first": None, "last": None, "verified": [],
-                 "source": "no published list read; open both ways"},
-    "debian12": {"first": None, "last": None, "verified": [],
-                 "source": "no published list read; open both ways"},
-    "rhel8": {"first": None, "last": None, "verified": [],
-              "source": "no published list read; open both ways"},
-    "rhel9": {"first": None, "last": None, "verified": [],
-              "source": "no published list read; open both ways"},
-}
+
+def _repo_cuda_range():
+    """Which CUDA toolkits (X.Y) each repository carries: every toolkit of the data between first and
+    last (None = no bound sourced). ``verified`` names the sourced bounds; an unsourced side is assumed
+    open and the plan says so."""
+    sourced = rows("repo_cuda")
+    out = {}
+    for distro, _family, _graph in sorted(set(REPO_DISTROS.values())):
+        rng = sourced.get(distro, {"first": None, "last": None})
+        source = (cite("repo_cuda", distro) if distro in sourced
+                  else "no published list of the toolkits this repository holds was read; open both ways")
+        out[distro] = {"first": rng["first"], "last": rng["last"],
+                       "verified": [side for side in ("first", "last") if rng[side] is not None],
+                       "source": source}
+    return out
+
+
+REPO_CUDA_RANGE = _repo_cuda_range()
+
+
+def _repo_branches():
+    """Repository -> the driver branches whose packages were seen in it (sourced), ascending."""
+    out = {distro: [] for distro, _f, _g in REPO_DISTROS.values()}
+    for key in rows("repo_branch"):
+        distro, branch = key.split(" R")
+        out.setdefault(distro, []).append(branch)
+    return {distro: sorted(branches, key=int) for distro, branches in sorted(out.items())}
+
+
+REPO_BRANCHES = _repo_branches()
 
 _CUDA_GUIDE_12 = ("NVIDIA CUDA Installation Guide for Linux 12.x, section 5 'NVIDIA Open GPU Kernel Modules' "
                   "(docs.nvidia.com/cuda/archive/12.x/cuda-installation-guide-linux/)")
@@ -112,7 +119,8 @@ DRIVER_PACKAGE_GRAPHS = {
                        + " (unversioned names in the guide; branch-suffixed here)"),
         },
         {
-            "from_branch": "580",
+            # Ubuntu packages drop the branch from their names from R590 on; R580 keeps the R570 names.
+            "from_branch": rows("apt_unversioned")["ubuntu"],
             "open": {"packages": ["nvidia-driver-pinning-{B}", "nvidia-open"],
                      "commands": ["apt install nvidia-driver-pinning-{B}", "apt install nvidia-open"],
                      "switch_to": [{"action": "install", "packages": ["nvidia-open", "nvidia-driver-open"],
@@ -121,10 +129,10 @@ DRIVER_PACKAGE_GRAPHS = {
                             "commands": ["apt install nvidia-driver-pinning-{B}", "apt install cuda-drivers"],
                             "switch_to": [{"action": "install", "packages": ["cuda-drivers", "nvidia-driver"],
                                            "options": ["--autoremove", "--purge"]}]},
-            "verified": {"packages": False, "switch": True},
-            "source": (_DRIVER_GUIDE_KM + "; branch lock by nvidia-driver-pinning-<B> (seen for 580 in public "
-                       "Ubuntu install notes and for 590/595 in GoogleCloudPlatform/ops-agent PR #2426); switch: "
-                       + _DRIVER_GUIDE_SWITCH),
+            "verified": {"packages": True, "switch": True},
+            "source": (cite("apt_unversioned", "ubuntu") + "; 'apt install nvidia-driver-pinning-595; apt "
+                       "install nvidia-open' from NVIDIA's ubuntu2404 repository (" + cite("repo_branch", "ubuntu2404 R595")
+                       + "); switch: " + _DRIVER_GUIDE_SWITCH),
         },
     ],
     "debian": [
@@ -202,18 +210,22 @@ DRIVER_PACKAGE_GRAPHS = {
     ],
 }
 
-# Fabric manager package names (no versions). apt: per-branch name until R580, which
-# renamed it; dnf: one name, versioned by the driver module stream.
+# Fabric manager package names (no versions). apt: per-branch name until R580, which renamed it to
+# nvidia-fabricmanager; dnf: nvidia-fabric-manager until R580, nvidia-fabricmanager from R580 on.
 FABRIC_MANAGER_PACKAGES = {
     "ubuntu": [{"from_branch": "515", "packages": ["nvidia-fabricmanager-{B}"]},
                {"from_branch": "580", "packages": ["nvidia-fabricmanager"]}],
     "debian": [{"from_branch": "515", "packages": ["nvidia-fabricmanager-{B}"]},
                {"from_branch": "580", "packages": ["nvidia-fabricmanager"]}],
-    "rhel": [{"from_branch": "515", "packages": ["nvidia-fabric-manager"]}],
+    "rhel": [{"from_branch": "515", "packages": ["nvidia-fabric-manager"]},
+             {"from_branch": "580", "packages": ["nvidia-fabricmanager"]}],
     "source": ("apt nvidia-fabricmanager-<B>: NVIDIA/deepops ubuntu-22.04 vars, AWS EC2 driver guide "
-               "('apt install nvidia-fabricmanager-535'); renamed nvidia-fabricmanager from 580: Azure/azhpc-images "
-               "components/install_nvidia_fabric_manager.sh and NVIDIA/deepops DGX OS 7 vars; dnf "
-               "nvidia-fabric-manager: NVIDIA/yum-packaging-fabric-manager (spec Name)"),
+               "('apt install nvidia-fabricmanager-535'); apt nvidia-fabricmanager and dnf nvidia-fabricmanager from "
+               "R580, nvidia-fabric-manager before: NVIDIA/gpu-driver-container at commit 06a208ca (2026-08-17, read "
+               "2026-12-05), ubuntu22.04/precompiled/nvidia-driver ('if [ \"$DRIVER_BRANCH\" -ge \"580\" ]; then "
+               "fabricmanager_package_name=nvidia-fabricmanager else nvidia-fabricmanager-${DRIVER_BRANCH}') and "
+               "rhel9/precompiled/Dockerfile ('-ge 580: dnf install nvidia-fabricmanager-${DRIVER_VERSION}; else "
+               "nvidia-fabric-manager-${DRIVER_VERSION}'); Azure/azhpc-images install_nvidia_fabric_manager.sh"),
 }
 
 # Other packages per family. {XY} = toolkit "12-2", {NCCL} = the CUDA_TOOLKITS nccl string.

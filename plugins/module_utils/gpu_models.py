@@ -1,14 +1,15 @@
 # -*- coding: utf-8 -*-
-# Copyright: gpufleet contributors
-# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+# Copyright: gpufleet engineers
+# Apache-2.0 (see galaxy.yml)
 """NVIDIA GPU model table: nvidia-smi names and PCI device ids -> architecture,
 compute capability and memory.
 
 PRIVATE to the gpufleet.cluster collection, but ``lookup_model`` and
 ``architecture_for_cc`` are a stable interface (the compat solver imports them).
 
-Sources: compute capability from https://developer.nvidia.com/cuda-gpus and the
-legacy list; ``memory_mib`` is the FB total nvidia-smi printed in a real capture
+Sources: the compute capability of each model is a row of the sourced table
+(compat_facts.FACTS, kind ``gpu_cc``: NVIDIA's CUDA GPUs list and MIG user guide);
+``memory_mib`` is the FB total nvidia-smi printed in a real capture
 (../shared/fixtures or compat-facts.md), ``None`` where no capture was seen.
 PCI device ids come from the captures (``pci_device_id`` / ``Device Id``) and the
 public PCI id database; a device id that several products share (A2/A16) is
@@ -19,6 +20,11 @@ from __future__ import annotations
 
 import copy
 import re
+
+try:  # collection import path
+    from ansible_collections.gpufleet.cluster.plugins.module_utils.compat_facts import rows as _fact_rows
+except ImportError:  # pragma: no cover - direct import from the source tree
+    from compat_facts import rows as _fact_rows  # type: ignore
 
 NVIDIA_PCI_VENDOR_ID = "10de"
 
@@ -46,13 +52,16 @@ _CC_ARCH = {
 _MAJOR_ARCH = {6: PASCAL, 9: HOPPER, 10: BLACKWELL, 11: BLACKWELL, 12: BLACKWELL}
 
 
-def _m(key, names, arch, cc, gib, mib=None, dc=True, pci=(), mem_type=None, form=None):
+_CC = _fact_rows("gpu_cc")
+
+
+def _m(key, names, arch, gib, mib=None, dc=True, pci=(), mem_type=None, form=None):
     return {
         "key": key,
         "name": names[0],
         "aliases": list(names),
         "architecture": arch,
-        "compute_capability": cc,
+        "compute_capability": _CC[key],
         "memory_gib": gib,
         "memory_mib": mib,
         "memory_type": mem_type,
@@ -67,98 +76,102 @@ def _m(key, names, arch, cc, gib, mib=None, dc=True, pci=(), mem_type=None, form
 # ``datacenter`` = data-centre / professional part with ECC memory that can be enabled.
 MODELS = [
     # Pascal
-    _m("p100-pcie-16gb", ["Tesla P100-PCIE-16GB", "P100-PCIE-16GB"], PASCAL, "6.0", 16, 16384, pci=["15f8"], mem_type="HBM2", form="PCIe"),
-    _m("p100-pcie-12gb", ["Tesla P100-PCIE-12GB", "P100-PCIE-12GB"], PASCAL, "6.0", 12, pci=["15f7"], mem_type="HBM2", form="PCIe"),
-    _m("p100-sxm2-16gb", ["Tesla P100-SXM2-16GB", "P100-SXM2-16GB", "Tesla P100"], PASCAL, "6.0", 16, pci=["15f9"], mem_type="HBM2", form="SXM2"),
-    _m("p40", ["Tesla P40", "P40"], PASCAL, "6.1", 24, pci=["1b38"], mem_type="GDDR5", form="PCIe"),
-    _m("p4", ["Tesla P4", "P4"], PASCAL, "6.1", 8, pci=["1bb3"], mem_type="GDDR5", form="PCIe"),
+    _m("p100-pcie-16gb", ["Tesla P100-PCIE-16GB", "P100-PCIE-16GB"], PASCAL, 16, 16384, pci=["15f8"], mem_type="HBM2", form="PCIe"),
+    _m("p100-pcie-12gb", ["Tesla P100-PCIE-12GB", "P100-PCIE-12GB"], PASCAL, 12, pci=["15f7"], mem_type="HBM2", form="PCIe"),
+    _m("p100-sxm2-16gb", ["Tesla P100-SXM2-16GB", "P100-SXM2-16GB", "Tesla P100"], PASCAL, 16, pci=["15f9"], mem_type="HBM2", form="SXM2"),
+    _m("p40", ["Tesla P40", "P40"], PASCAL, 24, pci=["1b38"], mem_type="GDDR5", form="PCIe"),
+    _m("p4", ["Tesla P4", "P4"], PASCAL, 8, pci=["1bb3"], mem_type="GDDR5", form="PCIe"),
     # Volta
-    _m("v100-sxm2-16gb", ["Tesla V100-SXM2-16GB", "V100-SXM2-16GB"], VOLTA, "7.0", 16, pci=["1db1"], mem_type="HBM2", form="SXM2"),
-    _m("v100-pcie-16gb", ["Tesla V100-PCIE-16GB", "V100-PCIE-16GB"], VOLTA, "7.0", 16, pci=["1db4"], mem_type="HBM2", form="PCIe"),
-    _m("v100-sxm2-32gb", ["Tesla V100-SXM2-32GB", "V100-SXM2-32GB", "Tesla V100"], VOLTA, "7.0", 32, pci=["1db5"], mem_type="HBM2", form="SXM2"),
-    _m("v100-pcie-32gb", ["Tesla V100-PCIE-32GB", "V100-PCIE-32GB"], VOLTA, "7.0", 32, 32510, pci=["1db6"], mem_type="HBM2", form="PCIe"),
-    _m("v100-sxm3-32gb", ["Tesla V100-SXM3-32GB", "V100-SXM3-32GB"], VOLTA, "7.0", 32, pci=["1db8"], mem_type="HBM2", form="SXM3"),
-    _m("v100s-pcie-32gb", ["Tesla V100S-PCIE-32GB", "V100S-PCIE-32GB", "V100S"], VOLTA, "7.0", 32, 32510, pci=["1df6"], mem_type="HBM2", form="PCIe"),
-    _m("titan-v", ["NVIDIA TITAN V", "TITAN V"], VOLTA, "7.0", 12, dc=False, pci=["1d81"], mem_type="HBM2"),
+    _m("v100-sxm2-16gb", ["Tesla V100-SXM2-16GB", "V100-SXM2-16GB"], VOLTA, 16, pci=["1db1"], mem_type="HBM2", form="SXM2"),
+    _m("v100-pcie-16gb", ["Tesla V100-PCIE-16GB", "V100-PCIE-16GB"], VOLTA, 16, pci=["1db4"], mem_type="HBM2", form="PCIe"),
+    _m("v100-sxm2-32gb", ["Tesla V100-SXM2-32GB", "V100-SXM2-32GB", "Tesla V100"], VOLTA, 32, pci=["1db5"], mem_type="HBM2", form="SXM2"),
+    _m("v100-pcie-32gb", ["Tesla V100-PCIE-32GB", "V100-PCIE-32GB"], VOLTA, 32, 32510, pci=["1db6"], mem_type="HBM2", form="PCIe"),
+    _m("v100-sxm3-32gb", ["Tesla V100-SXM3-32GB", "V100-SXM3-32GB"], VOLTA, 32, pci=["1db8"], mem_type="HBM2", form="SXM3"),
+    _m("v100s-pcie-32gb", ["Tesla V100S-PCIE-32GB", "V100S-PCIE-32GB", "V100S"], VOLTA, 32, 32510, pci=["1df6"], mem_type="HBM2", form="PCIe"),
+    _m("titan-v", ["NVIDIA TITAN V", "TITAN V"], VOLTA, 12, dc=False, pci=["1d81"], mem_type="HBM2"),
     # Turing
-    _m("t4", ["Tesla T4", "NVIDIA T4", "T4"], TURING, "7.5", 16, 15360, pci=["1eb8"], mem_type="GDDR6", form="PCIe"),
-    _m("quadro-rtx-8000", ["Quadro RTX 8000"], TURING, "7.5", 48, pci=["1e30"], mem_type="GDDR6"),
-    _m("quadro-rtx-6000", ["Quadro RTX 6000"], TURING, "7.5", 24, mem_type="GDDR6"),
-    _m("quadro-rtx-5000", ["Quadro RTX 5000"], TURING, "7.5", 16, mem_type="GDDR6"),
-    _m("quadro-rtx-4000", ["Quadro RTX 4000"], TURING, "7.5", 8, dc=False, mem_type="GDDR6"),
-    _m("rtx-2080-ti", ["NVIDIA GeForce RTX 2080 Ti", "GeForce RTX 2080 Ti", "RTX 2080 Ti"], TURING, "7.5", 11, dc=False, mem_type="GDDR6"),
-    _m("rtx-2080-super", ["NVIDIA GeForce RTX 2080 SUPER", "RTX 2080 SUPER"], TURING, "7.5", 8, dc=False, mem_type="GDDR6"),
-    _m("rtx-2080", ["NVIDIA GeForce RTX 2080", "GeForce RTX 2080", "RTX 2080"], TURING, "7.5", 8, dc=False, mem_type="GDDR6"),
-    _m("rtx-2070", ["NVIDIA GeForce RTX 2070", "GeForce RTX 2070", "RTX 2070"], TURING, "7.5", 8, dc=False, mem_type="GDDR6"),
-    _m("titan-rtx", ["NVIDIA TITAN RTX", "TITAN RTX"], TURING, "7.5", 24, dc=False, mem_type="GDDR6"),
+    _m("t4", ["Tesla T4", "NVIDIA T4", "T4"], TURING, 16, 15360, pci=["1eb8"], mem_type="GDDR6", form="PCIe"),
+    _m("quadro-rtx-8000", ["Quadro RTX 8000"], TURING, 48, pci=["1e30"], mem_type="GDDR6"),
+    _m("quadro-rtx-6000", ["Quadro RTX 6000"], TURING, 24, mem_type="GDDR6"),
+    _m("quadro-rtx-5000", ["Quadro RTX 5000"], TURING, 16, mem_type="GDDR6"),
+    _m("quadro-rtx-4000", ["Quadro RTX 4000"], TURING, 8, dc=False, mem_type="GDDR6"),
+    _m("rtx-2080-ti", ["NVIDIA GeForce RTX 2080 Ti", "GeForce RTX 2080 Ti", "RTX 2080 Ti"], TURING, 11, dc=False, mem_type="GDDR6"),
+    _m("rtx-2080-super", ["NVIDIA GeForce RTX 2080 SUPER", "RTX 2080 SUPER"], TURING, 8, dc=False, mem_type="GDDR6"),
+    _m("rtx-2080", ["NVIDIA GeForce RTX 2080", "GeForce RTX 2080", "RTX 2080"], TURING, 8, dc=False, mem_type="GDDR6"),
+    _m("rtx-2070", ["NVIDIA GeForce RTX 2070", "GeForce RTX 2070", "RTX 2070"], TURING, 8, dc=False, mem_type="GDDR6"),
+    _m("titan-rtx", ["NVIDIA TITAN RTX", "TITAN RTX"], TURING, 24, dc=False, mem_type="GDDR6"),
     # Ampere, sm_80
-    _m("a100-sxm4-40gb", ["NVIDIA A100-SXM4-40GB", "A100-SXM4-40GB"], AMPERE, "8.0", 40, 40960, pci=["20b0"], mem_type="HBM2", form="SXM4"),
+    _m("a100-sxm4-40gb", ["NVIDIA A100-SXM4-40GB", "A100-SXM4-40GB"], AMPERE, 40, 40960, pci=["20b0"], mem_type="HBM2", form="SXM4"),
     _m("a100-pcie-40gb", ["NVIDIA A100-PCIE-40GB", "A100-PCIE-40GB", "NVIDIA A100 40GB PCIe"],
-       AMPERE, "8.0", 40, 40960, pci=["20f1"], mem_type="HBM2", form="PCIe"),
+       AMPERE, 40, 40960, pci=["20f1"], mem_type="HBM2", form="PCIe"),
     _m("a100-sxm4-80gb", ["NVIDIA A100-SXM4-80GB", "A100-SXM4-80GB", "NVIDIA A100 80GB SXM"],
-       AMPERE, "8.0", 80, 81920, pci=["20b2"], mem_type="HBM2e", form="SXM4"),
+       AMPERE, 80, 81920, pci=["20b2"], mem_type="HBM2e", form="SXM4"),
     _m("a100-pcie-80gb", ["NVIDIA A100 80GB PCIe", "A100 80GB PCIe", "NVIDIA A100-PCIE-80GB"],
-       AMPERE, "8.0", 80, 81920, pci=["20b5"], mem_type="HBM2e", form="PCIe"),
-    _m("a100", ["NVIDIA A100", "A100"], AMPERE, "8.0", None, mem_type="HBM2"),
-    _m("a800-sxm4-80gb", ["NVIDIA A800-SXM4-80GB", "A800-SXM4-80GB"], AMPERE, "8.0", 80, mem_type="HBM2e", form="SXM4"),
-    _m("a800-pcie-80gb", ["NVIDIA A800 80GB PCIe", "A800 80GB PCIe"], AMPERE, "8.0", 80, mem_type="HBM2e", form="PCIe"),
-    _m("a30", ["NVIDIA A30", "A30"], AMPERE, "8.0", 24, pci=["20b7"], mem_type="HBM2", form="PCIe"),
+       AMPERE, 80, 81920, pci=["20b5"], mem_type="HBM2e", form="PCIe"),
+    _m("a100", ["NVIDIA A100", "A100"], AMPERE, None, mem_type="HBM2"),
+    _m("a800-sxm4-80gb", ["NVIDIA A800-SXM4-80GB", "A800-SXM4-80GB"], AMPERE, 80, mem_type="HBM2e", form="SXM4"),
+    _m("a800-pcie-80gb", ["NVIDIA A800 80GB PCIe", "A800 80GB PCIe"], AMPERE, 80, mem_type="HBM2e", form="PCIe"),
+    _m("a30", ["NVIDIA A30", "A30"], AMPERE, 24, pci=["20b7"], mem_type="HBM2", form="PCIe"),
     # Ampere, sm_86
-    _m("a40", ["NVIDIA A40", "A40"], AMPERE, "8.6", 48, 46068, pci=["2235"], mem_type="GDDR6", form="PCIe"),
-    _m("a10", ["NVIDIA A10", "A10"], AMPERE, "8.6", 24, 23028, pci=["2236"], mem_type="GDDR6", form="PCIe"),
-    _m("a10g", ["NVIDIA A10G", "A10G"], AMPERE, "8.6", 24, 23028, pci=["2237"], mem_type="GDDR6", form="PCIe"),
-    _m("a16", ["NVIDIA A16", "A16"], AMPERE, "8.6", 16, mem_type="GDDR6", form="PCIe"),
-    _m("a2", ["NVIDIA A2", "A2"], AMPERE, "8.6", 16, mem_type="GDDR6", form="PCIe"),
-    _m("rtx-a6000", ["NVIDIA RTX A6000", "RTX A6000"], AMPERE, "8.6", 48, pci=["2230"], mem_type="GDDR6"),
-    _m("rtx-a5000", ["NVIDIA RTX A5000", "RTX A5000"], AMPERE, "8.6", 24, pci=["2231"], mem_type="GDDR6"),
-    _m("rtx-a4500", ["NVIDIA RTX A4500", "RTX A4500"], AMPERE, "8.6", 20, mem_type="GDDR6"),
-    _m("rtx-a4000", ["NVIDIA RTX A4000", "RTX A4000"], AMPERE, "8.6", 16, pci=["24b0"], mem_type="GDDR6"),
-    _m("rtx-3090-ti", ["NVIDIA GeForce RTX 3090 Ti", "RTX 3090 Ti"], AMPERE, "8.6", 24, dc=False, mem_type="GDDR6X"),
-    _m("rtx-3090", ["NVIDIA GeForce RTX 3090", "GeForce RTX 3090", "RTX 3090"], AMPERE, "8.6", 24, 24576, dc=False, pci=["2204"], mem_type="GDDR6X"),
-    _m("rtx-3080-ti", ["NVIDIA GeForce RTX 3080 Ti", "RTX 3080 Ti"], AMPERE, "8.6", 12, dc=False, mem_type="GDDR6X"),
-    _m("rtx-3080", ["NVIDIA GeForce RTX 3080", "GeForce RTX 3080", "RTX 3080"], AMPERE, "8.6", 10, dc=False, pci=["2206"], mem_type="GDDR6X"),
-    _m("rtx-3070", ["NVIDIA GeForce RTX 3070", "GeForce RTX 3070", "RTX 3070"], AMPERE, "8.6", 8, dc=False, mem_type="GDDR6"),
-    _m("rtx-3060", ["NVIDIA GeForce RTX 3060", "GeForce RTX 3060", "RTX 3060"], AMPERE, "8.6", 12, dc=False, mem_type="GDDR6"),
+    _m("a40", ["NVIDIA A40", "A40"], AMPERE, 48, 46068, pci=["2235"], mem_type="GDDR6", form="PCIe"),
+    _m("a10", ["NVIDIA A10", "A10"], AMPERE, 24, 23028, pci=["2236"], mem_type="GDDR6", form="PCIe"),
+    _m("a10g", ["NVIDIA A10G", "A10G"], AMPERE, 24, 23028, pci=["2237"], mem_type="GDDR6", form="PCIe"),
+    _m("a16", ["NVIDIA A16", "A16"], AMPERE, 16, mem_type="GDDR6", form="PCIe"),
+    _m("a2", ["NVIDIA A2", "A2"], AMPERE, 16, mem_type="GDDR6", form="PCIe"),
+    _m("rtx-a6000", ["NVIDIA RTX A6000", "RTX A6000"], AMPERE, 48, pci=["2230"], mem_type="GDDR6"),
+    _m("rtx-a5000", ["NVIDIA RTX A5000", "RTX A5000"], AMPERE, 24, pci=["2231"], mem_type="GDDR6"),
+    _m("rtx-a4500", ["NVIDIA RTX A4500", "RTX A4500"], AMPERE, 20, mem_type="GDDR6"),
+    _m("rtx-a4000", ["NVIDIA RTX A4000", "RTX A4000"], AMPERE, 16, pci=["24b0"], mem_type="GDDR6"),
+    _m("rtx-3090-ti", ["NVIDIA GeForce RTX 3090 Ti", "RTX 3090 Ti"], AMPERE, 24, dc=False, mem_type="GDDR6X"),
+    _m("rtx-3090", ["NVIDIA GeForce RTX 3090", "GeForce RTX 3090", "RTX 3090"], AMPERE, 24, 24576, dc=False, pci=["2204"], mem_type="GDDR6X"),
+    _m("rtx-3080-ti", ["NVIDIA GeForce RTX 3080 Ti", "RTX 3080 Ti"], AMPERE, 12, dc=False, mem_type="GDDR6X"),
+    _m("rtx-3080", ["NVIDIA GeForce RTX 3080", "GeForce RTX 3080", "RTX 3080"], AMPERE, 10, dc=False, pci=["2206"], mem_type="GDDR6X"),
+    _m("rtx-3070", ["NVIDIA GeForce RTX 3070", "GeForce RTX 3070", "RTX 3070"], AMPERE, 8, dc=False, mem_type="GDDR6"),
+    _m("rtx-3060", ["NVIDIA GeForce RTX 3060", "GeForce RTX 3060", "RTX 3060"], AMPERE, 12, dc=False, mem_type="GDDR6"),
     # Ada Lovelace
-    _m("l4", ["NVIDIA L4", "L4"], ADA, "8.9", 24, 23034, pci=["27b8"], mem_type="GDDR6", form="PCIe"),
-    _m("l40", ["NVIDIA L40", "L40"], ADA, "8.9", 48, 46068, pci=["26b5"], mem_type="GDDR6", form="PCIe"),
-    _m("l40s", ["NVIDIA L40S", "L40S"], ADA, "8.9", 48, 46068, pci=["26b9"], mem_type="GDDR6", form="PCIe"),
-    _m("l20", ["NVIDIA L20", "L20"], ADA, "8.9", 48, mem_type="GDDR6", form="PCIe"),
-    _m("rtx-6000-ada", ["NVIDIA RTX 6000 Ada Generation", "RTX 6000 Ada"], ADA, "8.9", 48, pci=["26b1"], mem_type="GDDR6"),
-    _m("rtx-5000-ada", ["NVIDIA RTX 5000 Ada Generation", "RTX 5000 Ada"], ADA, "8.9", 32, mem_type="GDDR6"),
-    _m("rtx-4500-ada", ["NVIDIA RTX 4500 Ada Generation", "RTX 4500 Ada"], ADA, "8.9", 24, mem_type="GDDR6"),
-    _m("rtx-4000-ada", ["NVIDIA RTX 4000 Ada Generation", "RTX 4000 Ada"], ADA, "8.9", 20, pci=["27b2"], mem_type="GDDR6"),
-    _m("rtx-4000-sff-ada", ["NVIDIA RTX 4000 SFF Ada Generation", "RTX 4000 SFF Ada"], ADA, "8.9", 20, 20475, pci=["27b0"], mem_type="GDDR6"),
-    _m("rtx-4090", ["NVIDIA GeForce RTX 4090", "GeForce RTX 4090", "RTX 4090"], ADA, "8.9", 24, 24564, dc=False, pci=["2684"], mem_type="GDDR6X"),
-    _m("rtx-4080-super", ["NVIDIA GeForce RTX 4080 SUPER", "RTX 4080 SUPER"], ADA, "8.9", 16, dc=False, mem_type="GDDR6X"),
-    _m("rtx-4080", ["NVIDIA GeForce RTX 4080", "GeForce RTX 4080", "RTX 4080"], ADA, "8.9", 16, dc=False, pci=["2704"], mem_type="GDDR6X"),
-    _m("rtx-4070-ti", ["NVIDIA GeForce RTX 4070 Ti", "RTX 4070 Ti"], ADA, "8.9", 12, dc=False, mem_type="GDDR6X"),
-    _m("rtx-4070", ["NVIDIA GeForce RTX 4070", "RTX 4070"], ADA, "8.9", 12, dc=False, mem_type="GDDR6X"),
+    _m("l4", ["NVIDIA L4", "L4"], ADA, 24, 23034, pci=["27b8"], mem_type="GDDR6", form="PCIe"),
+    _m("l40", ["NVIDIA L40", "L40"], ADA, 48, 46068, pci=["26b5"], mem_type="GDDR6", form="PCIe"),
+    _m("l40s", ["NVIDIA L40S", "L40S"], ADA, 48, 46068, pci=["26b9"], mem_type="GDDR6", form="PCIe"),
+    _m("l20", ["NVIDIA L20", "L20"], ADA, 48, mem_type="GDDR6", form="PCIe"),
+    _m("rtx-6000-ada", ["NVIDIA RTX 6000 Ada Generation", "RTX 6000 Ada"], ADA, 48, pci=["26b1"], mem_type="GDDR6"),
+    _m("rtx-5000-ada", ["NVIDIA RTX 5000 Ada Generation", "RTX 5000 Ada"], ADA, 32, mem_type="GDDR6"),
+    _m("rtx-4500-ada", ["NVIDIA RTX 4500 Ada Generation", "RTX 4500 Ada"], ADA, 24, mem_type="GDDR6"),
+    _m("rtx-4000-ada", ["NVIDIA RTX 4000 Ada Generation", "RTX 4000 Ada"], ADA, 20, pci=["27b2"], mem_type="GDDR6"),
+    _m("rtx-4000-sff-ada", ["NVIDIA RTX 4000 SFF Ada Generation", "RTX 4000 SFF Ada"], ADA, 20, 20475, pci=["27b0"], mem_type="GDDR6"),
+    _m("rtx-4090", ["NVIDIA GeForce RTX 4090", "GeForce RTX 4090", "RTX 4090"], ADA, 24, 24564, dc=False, pci=["2684"], mem_type="GDDR6X"),
+    _m("rtx-4080-super", ["NVIDIA GeForce RTX 4080 SUPER", "RTX 4080 SUPER"], ADA, 16, dc=False, mem_type="GDDR6X"),
+    _m("rtx-4080", ["NVIDIA GeForce RTX 4080", "GeForce RTX 4080", "RTX 4080"], ADA, 16, dc=False, pci=["2704"], mem_type="GDDR6X"),
+    _m("rtx-4070-ti", ["NVIDIA GeForce RTX 4070 Ti", "RTX 4070 Ti"], ADA, 12, dc=False, mem_type="GDDR6X"),
+    _m("rtx-4070", ["NVIDIA GeForce RTX 4070", "RTX 4070"], ADA, 12, dc=False, mem_type="GDDR6X"),
     # Hopper
     _m("h100-sxm5-80gb", ["NVIDIA H100 80GB HBM3", "H100 80GB HBM3", "NVIDIA H100 SXM5 80GB", "H100 SXM"],
-       HOPPER, "9.0", 80, 81559, pci=["2330"], mem_type="HBM3", form="SXM5"),
-    _m("h100-pcie", ["NVIDIA H100 PCIe", "H100 PCIe", "NVIDIA H100 80GB PCIe"], HOPPER, "9.0", 80, pci=["2331"], mem_type="HBM2e", form="PCIe"),
-    _m("h100-nvl", ["NVIDIA H100 NVL", "H100 NVL"], HOPPER, "9.0", 94, pci=["2321"], mem_type="HBM3", form="PCIe"),
-    _m("h100", ["NVIDIA H100", "H100"], HOPPER, "9.0", 80, mem_type="HBM3"),
-    _m("h800", ["NVIDIA H800", "H800", "NVIDIA H800 80GB HBM3"], HOPPER, "9.0", 80, pci=["2324"], mem_type="HBM3", form="SXM5"),
-    _m("h800-pcie", ["NVIDIA H800 PCIe", "H800 PCIe"], HOPPER, "9.0", 80, pci=["2322"], mem_type="HBM2e", form="PCIe"),
-    _m("h20", ["NVIDIA H20", "H20"], HOPPER, "9.0", 96, mem_type="HBM3", form="SXM5"),
-    _m("h200", ["NVIDIA H200", "H200", "NVIDIA H200 141GB HBM3e"], HOPPER, "9.0", 141, 143771, pci=["2335"], mem_type="HBM3e", form="SXM5"),
-    _m("h200-nvl", ["NVIDIA H200 NVL", "H200 NVL"], HOPPER, "9.0", 141, mem_type="HBM3e", form="PCIe"),
-    _m("gh200", ["NVIDIA GH200 480GB", "NVIDIA GH200", "GH200", "NVIDIA GH200 144G HBM3e"], HOPPER, "9.0", 96, pci=["2342"], mem_type="HBM3", form="Superchip"),
+       HOPPER, 80, 81559, pci=["2330"], mem_type="HBM3", form="SXM5"),
+    _m("h100-pcie", ["NVIDIA H100 PCIe", "H100 PCIe", "NVIDIA H100 80GB PCIe"], HOPPER, 80, pci=["2331"], mem_type="HBM2e", form="PCIe"),
+    _m("h100-nvl", ["NVIDIA H100 NVL", "H100 NVL"], HOPPER, 94, pci=["2321"], mem_type="HBM3", form="PCIe"),
+    _m("h100", ["NVIDIA H100", "H100"], HOPPER, 80, mem_type="HBM3"),
+    _m("h800", ["NVIDIA H800", "H800", "NVIDIA H800 80GB HBM3"], HOPPER, 80, pci=["2324"], mem_type="HBM3", form="SXM5"),
+    _m("h800-pcie", ["NVIDIA H800 PCIe", "H800 PCIe"], HOPPER, 80, pci=["2322"], mem_type="HBM2e", form="PCIe"),
+    _m("h20", ["NVIDIA H20", "H20"], HOPPER, 96, mem_type="HBM3", form="SXM5"),
+    _m("h200", ["NVIDIA H200", "H200", "NVIDIA H200 141GB HBM3e"], HOPPER, 141, 143771, pci=["2335"], mem_type="HBM3e", form="SXM5"),
+    _m("h200-nvl", ["NVIDIA H200 NVL", "H200 NVL"], HOPPER, 141, mem_type="HBM3e", form="PCIe"),
+    _m("gh200", ["NVIDIA GH200 480GB", "NVIDIA GH200", "GH200"], HOPPER, 96, pci=["2342"], mem_type="HBM3", form="Superchip"),
+    # The HBM3e variant: 144 GB (cuDeviceTotalMem 153008209920 bytes = 145920 MiB), PCI id 2348 (public code,
+    # code index ids 71213094565 and 56908000193; compat_facts SOURCES["b300-cluster-table"] lists it as 144 GB).
+    _m("gh200-144g", ["NVIDIA GH200 144G HBM3e", "GH200 144G HBM3e"], HOPPER, 144, 145920, pci=["2348"],
+       mem_type="HBM3e", form="Superchip"),
     # Blackwell
-    _m("b200", ["NVIDIA B200", "B200"], BLACKWELL, "10.0", 180, pci=["2901"], mem_type="HBM3e", form="SXM6"),
-    _m("b100", ["NVIDIA B100", "B100"], BLACKWELL, "10.0", 180, mem_type="HBM3e", form="SXM6"),
-    _m("gb200", ["NVIDIA GB200", "GB200"], BLACKWELL, "10.0", 186, pci=["2941"], mem_type="HBM3e", form="Superchip"),
-    _m("b300", ["NVIDIA B300 SXM6 AC", "NVIDIA B300", "B300"], BLACKWELL, "10.3", 288, mem_type="HBM3e", form="SXM6"),
-    _m("gb300", ["NVIDIA GB300", "GB300"], BLACKWELL, "10.3", 288, mem_type="HBM3e", form="Superchip"),
+    _m("b200", ["NVIDIA B200", "B200"], BLACKWELL, 180, pci=["2901"], mem_type="HBM3e", form="SXM6"),
+    _m("b100", ["NVIDIA B100", "B100"], BLACKWELL, 180, mem_type="HBM3e", form="SXM6"),
+    _m("gb200", ["NVIDIA GB200", "GB200"], BLACKWELL, 186, pci=["2941"], mem_type="HBM3e", form="Superchip"),
+    _m("b300", ["NVIDIA B300 SXM6 AC", "NVIDIA B300", "B300"], BLACKWELL, 288, mem_type="HBM3e", form="SXM6"),
+    _m("gb300", ["NVIDIA GB300", "GB300"], BLACKWELL, 288, mem_type="HBM3e", form="Superchip"),
     _m("rtx-pro-6000-blackwell", ["NVIDIA RTX PRO 6000 Blackwell Workstation Edition", "NVIDIA RTX PRO 6000 Blackwell Server Edition",
                                   "NVIDIA RTX PRO 6000 Blackwell Max-Q Workstation Edition", "NVIDIA RTX PRO 6000 Blackwell", "RTX PRO 6000"],
-       BLACKWELL, "12.0", 96, mem_type="GDDR7"),
-    _m("rtx-5090", ["NVIDIA GeForce RTX 5090", "GeForce RTX 5090", "RTX 5090"], BLACKWELL, "12.0", 32, dc=False, pci=["2b85"], mem_type="GDDR7"),
-    _m("rtx-5080", ["NVIDIA GeForce RTX 5080", "GeForce RTX 5080", "RTX 5080"], BLACKWELL, "12.0", 16, dc=False, mem_type="GDDR7"),
-    _m("rtx-5070-ti", ["NVIDIA GeForce RTX 5070 Ti", "RTX 5070 Ti"], BLACKWELL, "12.0", 16, dc=False, mem_type="GDDR7"),
-    _m("rtx-5070", ["NVIDIA GeForce RTX 5070", "RTX 5070"], BLACKWELL, "12.0", 12, dc=False, mem_type="GDDR7"),
+       BLACKWELL, 96, mem_type="GDDR7"),
+    _m("rtx-5090", ["NVIDIA GeForce RTX 5090", "GeForce RTX 5090", "RTX 5090"], BLACKWELL, 32, dc=False, pci=["2b85"], mem_type="GDDR7"),
+    _m("rtx-5080", ["NVIDIA GeForce RTX 5080", "GeForce RTX 5080", "RTX 5080"], BLACKWELL, 16, dc=False, mem_type="GDDR7"),
+    _m("rtx-5070-ti", ["NVIDIA GeForce RTX 5070 Ti", "RTX 5070 Ti"], BLACKWELL, 16, dc=False, mem_type="GDDR7"),
+    _m("rtx-5070", ["NVIDIA GeForce RTX 5070", "RTX 5070"], BLACKWELL, 12, dc=False, mem_type="GDDR7"),
 ]
 
 # NVSwitch PCI bridges (class 0x0680) that sit beside the GPUs on HGX/DGX boards.

@@ -440,7 +440,9 @@ def _gpu(gpu, index):
     pcie["replay_counter"] = to_int(_val(gpu, "pci/replay_counter|replays_since_reset"))
 
     power = _get(gpu, "gpu_power_readings", "power_readings")
-    power_limit = to_float(_val(power, "current_power_limit", "enforced_power_limit", "power_limit")) if power else None
+    # R610 nests the limits under "GPU Ceiling Power Limit".
+    power_limit = to_float(_val(power, "current_power_limit", "enforced_power_limit", "power_limit",
+                                "gpu_ceiling_power_limit/current_power_limit")) if power else None
     power_draw = to_float(_val(power, "power_draw", "average_power_draw", "instant_power_draw",
                                "instantaneous_power_draw")) if power else None
 
@@ -506,6 +508,38 @@ def _gpu(gpu, index):
     }
 
 
+# From R610 nvidia-smi deprecates "Driver Version" / "CUDA Version" for "KMD Version" / "CUDA UMD
+# Version" and prints the old lines as "610.43.02 [Deprecated; will be removed in CUDA 14.0. Use KMD
+# Version instead]" (tests/fixtures/nvidia-smi-q/h200-drv610.43.02-*). The new field is read first; the
+# old one without its note. A value that is no version is an error, never returned as one.
+_DEPRECATION_NOTE_RE = re.compile(r"^(\S+)\s+\[Deprecated\b[^\]]*\]$", re.I)
+_VERSION_RES = {"driver": re.compile(r"^\d{3,4}\.\d{1,3}(?:\.\d{1,3})?$"), "cuda": re.compile(r"^\d{1,2}\.\d{1,2}$")}
+
+
+def _version(root, kind, fields):
+    """The driver (``kind`` "driver") or CUDA version from the first of ``fields`` present, the newer
+    spelling first. Raises NvidiaSmiParseError when a field holds no version of the known forms, or when
+    the new and the deprecated field disagree."""
+    found = []
+    for field in fields:
+        raw = _val(root, field)
+        if raw is None:
+            continue
+        note = _DEPRECATION_NOTE_RE.match(raw)
+        value = note.group(1) if note else raw
+        if not _VERSION_RES[kind].match(value):
+            raise NvidiaSmiParseError(
+                "nvidia-smi reports %s %r, which is not a %s version in a form this parser knows (%s); "
+                "update gpufleet's nvidia_smi parser for this driver's output" % (
+                    field.replace("_", " "), raw, kind,
+                    "NNN.NN[.NN]" if kind == "driver" else "X.Y"))
+        found.append((field, value))
+    if len({v for _f, v in found}) > 1:
+        raise NvidiaSmiParseError("nvidia-smi reports two %s versions: %s" % (
+            kind, ", ".join("%s %s" % (f.replace("_", " "), v) for f, v in found)))
+    return found[0][1] if found else None
+
+
 def parse_nvidia_smi(text):
     """Parse ``nvidia-smi -q -x`` XML or ``nvidia-smi -q``/``-a`` text into
     ``{format, driver_version, cuda_version, attached_gpus, gpus: [...]}``
@@ -518,8 +552,8 @@ def parse_nvidia_smi(text):
     gpus = [_gpu(g, i) for i, g in enumerate(root.all("gpu"))]
     return {
         "format": fmt,
-        "driver_version": _val(root, "driver_version"),
-        "cuda_version": _val(root, "cuda_version"),
+        "driver_version": _version(root, "driver", ("kmd_version", "driver_version")),
+        "cuda_version": _version(root, "cuda", ("cuda_umd_version", "cuda_version")),
         "attached_gpus": to_int(_val(root, "attached_gpus")),
         "timestamp": _val(root, "timestamp"),
         "gpus": gpus,

@@ -235,7 +235,9 @@ def resolve_request(request: dict, offered: dict, all_names=(), *, scheme: str) 
     """One planned package against what the repository offers.
 
     ``request``: ``{name, version, match}`` with ``match`` one of ``upstream`` (the version's upstream
-    part equals ``version``), ``exact`` (the full version string equals it) or ``any``.
+    part equals ``version``), ``exact`` (the full version string equals it), ``branch`` (the upstream part
+    is the branch ``version`` or starts with it and a dot: NVIDIA's pinning packages, ``580-5``; the newest
+    such version is what the package manager installs) or ``any``.
     ``offered``: ``{name: [versions]}``; ``scheme``: ``deb`` (apt) or ``rpm`` (dnf), the rules that pick
     the newest of several matches. Returns ``{name, wanted, found, version, offered, candidates, problem}``
     where ``version`` is the repository's full version string to install.
@@ -256,6 +258,8 @@ def resolve_request(request: dict, offered: dict, all_names=(), *, scheme: str) 
         hits = available
     elif match == "exact":
         hits = [v for v in available if v == wanted or re.sub(r"^\d+:", "", v) == wanted]
+    elif match == "branch":
+        hits = [v for v in available if upstream_version(v) == wanted or upstream_version(v).startswith(wanted + ".")]
     else:
         hits = [v for v in available if upstream_version(v) == wanted]
     if not hits:

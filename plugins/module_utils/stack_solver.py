@@ -1,6 +1,6 @@
 # -*- coding: utf-8 -*-
-# Copyright: gpufleet contributors
-# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+# Copyright: gpufleet engineers
+# Apache-2.0 (see galaxy.yml)
 """The compat solver behind ``gpufleet.cluster.stack_plan``.
 
 Pure: no Ansible imports. ``solve(request)`` returns one consistent plan or
@@ -8,20 +8,24 @@ raises ``StackError`` whose ``rule`` is a stable id from ``compat_data.RULES``
 and whose message says which pair conflicts, why, and the nearest requests
 that work.
 
-Rule groups, each a small pure function (docs/compatibility.md has the decisions):
-1. resolve the request: ``resolve_cuda``, ``resolve_torch``, ``resolve_os``, GPUs, and
-   ``default_cuda`` when no CUDA is named (newest of the mission range 11.7-12.2 the
-   hardware and the OS repository run, else the oldest above it, with a warning);
-2. hardware rules: ``check_hardware`` (compute capability vs toolkit), ``check_repository``
-   (the OS repository carries the toolkit);
+``resolve_request`` turns the request into a ``Request`` (the context every rule reads); then, each
+a small pure function (docs/compatibility.md has the decisions):
+1. the CUDA toolkit: ``resolve_cuda`` or, when none is named, ``default_cuda`` (newest of the
+   mission range 11.7-12.2 the hardware and the OS repository run, else the oldest above it);
+2. hardware and repository rules: ``check_hardware``, ``check_repository``, ``check_nccl``;
 3. wheel: ``choose_variant`` / ``plan_torch``;
-4. driver: ``driver_floor`` (Table 3 for the update the repository installs, raised to the
-   wheel's floor), ``choose_branch``, ``choose_kernel_modules``;
+4. driver: ``driver_floor`` (Table 3 for the update the repository installs, raised to the wheel's
+   and the GPUs' minimum), ``choose_branch`` (the named branch, or the newest supported long-term or
+   production branch that runs the GPUs and the toolkit and that the OS repository carries),
+   ``choose_kernel_modules``;
 5. packages per OS: ``driver_packages``, ``plan_packages``.
+The toolkit-specific part (``plan_toolkit``) is separate from the driver part so that several
+toolkits can share one driver.
 """
 
 from __future__ import annotations
 
+import collections
 import functools
 import re
 
@@ -339,88 +343,38 @@ def _gpu_label(g):
     return "%s (compute capability %s%s)" % (g["name"], g["compute_capability"], ", %s" % arch if arch else "")
 
 
-# ---------------------------------------------------------------- rules
+# ---------------------------------------------------------------- the request, resolved
 
 
-def cc_cuda_problem(cc, cuda_key):
-    """None when ``cuda_key`` supports ``cc``; else (rule, first, last)."""
-    sup = _data.CC_SUPPORT.get(cc)
-    if sup is None:
-        return None
-    if vkey(cuda_key) < vkey(sup["first_cuda"]):
-        return ("CC_NEEDS_NEWER_CUDA", sup["first_cuda"], sup["last_cuda"])
-    if sup["last_cuda"] and vkey(cuda_key) > vkey(sup["last_cuda"]):
-        return ("CC_DROPPED_BY_CUDA", sup["first_cuda"], sup["last_cuda"])
-    return None
+class Request(object):
+    """What the rules read: the request resolved once (GPUs, OS, torch release, options), and the
+    warnings gathered on the way. Passed whole instead of 8-12 positional arguments."""
 
+    def __init__(self, raw, **fields):
+        self.raw = raw
+        self.models = fields["models"]            # [{name, compute_capability, architecture, memory_gib, count}]
+        self.ccs = fields["ccs"]                  # sorted distinct compute capabilities
+        self.nvswitch = fields["nvswitch"]
+        self.os_key, self.distro = fields["os_key"], fields["distro"]
+        self.family, self.graph, self.arch = fields["family"], fields["graph"], fields["arch"]
+        self.torch, self.pinned = fields["torch"], fields["pinned"]   # "2.1.2" (or None), "cu118" (or None)
+        self.allow_mismatch = fields["allow_mismatch"]
+        self.compat = fields["compat"]             # "full" or "minor"
+        self.branch = fields["branch"]             # the named branch ("535") or None
+        self.gpu_need = gpu_min_driver(self.models)[0]   # the minimum driver NVIDIA lists for these GPUs
+        self.warnings = fields["warnings"]
 
-def wheel_driver_floor(variant):
-    return _data.WHEEL_DRIVER_FLOOR[str(_variant_cuda(variant)[0])]
+    def fit(self, **changes):
+        """The hashable ``Fit`` of this request (fields overridable) for ``quick_ok``."""
+        out = Fit(tuple(self.ccs), self.branch, self.compat, self.allow_mismatch, self.distro, self.gpu_need)
+        return out._replace(**changes)
 
-
-def branch_best_version(branch, minimum):
-    """The version of ``branch`` to install for a driver >= ``minimum``: its
-    recommended one when that is enough, else its newest that is; None if none."""
-    b = _data.DRIVER_BRANCHES[branch]
-    if vkey(b["recommended"]) >= vkey(minimum):
-        return b["recommended"]
-    ok = [v for v in b["versions"] if vkey(v) >= vkey(minimum)]
-    return ok[-1] if ok else None
-
-
-def branch_first_version(branch, minimum):
-    ok = [v for v in _data.DRIVER_BRANCHES[branch]["versions"] if vkey(v) >= vkey(minimum)]
-    return ok[0] if ok else None
-
-
-def choose_variant(torch_key, cuda_key, pinned=None, allow_mismatch=False):
-    """Return (variant, warnings) or raise StackError."""
-    rel = _data.TORCH_RELEASES[torch_key]
-    variants = rel["variants"]
-    tk = _mm(cuda_key)
-    warnings = []
-    if pinned is not None:
-        if pinned not in variants:
-            raise StackError(
-                "TORCH_NO_WHEEL_FOR_CUDA",
-                "torch %s has no %s wheel; download.pytorch.org carries %s for it." % (torch_key, pinned, ", ".join(variants)),
-                [{"torch": torch_key, "torch_variant": v} for v in variants])
-        chosen = pinned
-    else:
-        same = [v for v in variants if _variant_cuda(v)[0] == tk[0]]
-        below = [v for v in same if _variant_cuda(v) <= tk]
-        if below:
-            chosen = max(below, key=_variant_cuda)
-        elif same:
-            chosen = min(same, key=_variant_cuda)
-        elif allow_mismatch:
-            chosen = min(variants, key=lambda v: abs(_num(_variant_cuda(v)) - _num(tk)))
-        else:
-            raise StackError(
-                "TORCH_CUDA_MAJOR_MISMATCH",
-                "torch %s has no wheel for CUDA %d (it ships %s), and CUDA %s was requested: extensions built with the "
-                "system nvcc %s fail to load against a CUDA %d torch. Set allow_cuda_major_mismatch: true to accept "
-                "the %s wheel anyway." % (torch_key, tk[0], ", ".join(variants), cuda_key, cuda_key,
-                                          _variant_cuda(variants[-1])[0], variants[-1]))
-    vc = _variant_cuda(chosen)
-    if vc[0] != tk[0]:
-        if not allow_mismatch:
-            raise StackError(
-                "TORCH_CUDA_MAJOR_MISMATCH",
-                "the torch %s %s wheel is built for CUDA %s but the toolkit is CUDA %s: extensions built with the system "
-                "nvcc fail on a CUDA major mismatch. Set allow_cuda_major_mismatch: true to accept it." % (
-                    torch_key, chosen, _fmt_mm(vc), cuda_key))
-        warnings.append("torch %s %s wheel (CUDA %s) differs in CUDA major from the toolkit (CUDA %s), as allowed by "
-                        "allow_cuda_major_mismatch; C++/CUDA extensions must not be built with the system nvcc."
-                        % (torch_key, chosen, _fmt_mm(vc), cuda_key))
-    elif vc > tk:
-        warnings.append("torch %s has no wheel for CUDA %s or older in major %d; using %s (CUDA %s), which runs under "
-                        "minor-version compatibility; extensions built with the system nvcc %s still load."
-                        % (torch_key, cuda_key, tk[0], chosen, _fmt_mm(vc), cuda_key))
-    return chosen, warnings
-
-
-# ---------------------------------------------------------------- solve
+    def but(self, **changes):
+        """A copy with some fields changed (to try alternatives)."""
+        out = Request.__new__(Request)
+        out.__dict__.update(self.__dict__, warnings=[])
+        out.__dict__.update(changes)
+        return out
 
 
 def _check_request(request):
@@ -433,7 +387,54 @@ def _check_request(request):
     return gpus or []
 
 
-# ---------------------------------------------------------------- 1. resolve the request
+def _resolve_torch_pin(request):
+    torch_key, pinned = resolve_torch(request.get("torch"))
+    if request.get("torch_variant") not in (None, ""):
+        tv = str(request["torch_variant"]).strip().lower()
+        if not re.match(r"^cu\d{3}$", tv):
+            raise StackError("BAD_REQUEST", "torch_variant must look like \"cu121\", not %r." % (request["torch_variant"],))
+        if pinned and pinned != tv:
+            raise StackError("BAD_REQUEST", "torch pins %s but torch_variant says %s; give one." % (pinned, tv))
+        pinned = tv
+    if pinned and torch_key is None:
+        raise StackError("BAD_REQUEST", "torch_variant %s was given without torch." % pinned)
+    return torch_key, pinned
+
+
+def _resolve_branch(value):
+    if value in (None, ""):
+        return None
+    branch = _normalise_branch(value)
+    if branch not in _data.DRIVER_BRANCHES:
+        raise StackError(
+            "UNKNOWN_DRIVER_BRANCH",
+            "driver branch %r is not in the compatibility data; known branches: %s." % (
+                value, ", ".join(sorted(_data.DRIVER_BRANCHES, key=vkey))),
+            [{"driver_branch": b} for b in supported_branches()[-3:]])
+    return branch
+
+
+def resolve_request(request):
+    """The request as a ``Request``, or StackError (BAD_REQUEST, UNKNOWN_TORCH, UNSUPPORTED_OS,
+    UNKNOWN_GPU, UNKNOWN_DRIVER_BRANCH)."""
+    gpus_in = _check_request(request)
+    warnings = []
+    unknown_keys = sorted(set(request) - KNOWN_KEYS)
+    if unknown_keys:
+        warnings.append("ignored unknown request keys: %s (known: %s)" % (", ".join(unknown_keys), ", ".join(sorted(KNOWN_KEYS))))
+    torch_key, pinned = _resolve_torch_pin(request)
+    allow_mismatch = _bool(request.get("allow_cuda_major_mismatch"), "allow_cuda_major_mismatch")
+    compat = request.get("driver_compat") or "full"
+    if compat not in ("full", "minor"):
+        raise StackError("BAD_REQUEST", "driver_compat must be \"full\" or \"minor\", not %r." % (compat,))
+    os_key, distro, family, graph, repo_arch = resolve_os(request.get("os"), request.get("arch"))
+    if request.get("os") is None:
+        warnings.append("os not given; planned for ubuntu22.04")
+    models, ccs, nvswitch, gpu_warnings = resolve_gpus(gpus_in, request)
+    return Request(request, models=models, ccs=ccs, nvswitch=nvswitch, os_key=os_key, distro=distro, family=family,
+                   graph=graph, arch=repo_arch, torch=torch_key, pinned=pinned, allow_mismatch=allow_mismatch,
+                   compat=compat, branch=_resolve_branch(request.get("driver_branch")),
+                   warnings=warnings + gpu_warnings)
 
 
 def resolve_gpus(gpus_in, request):
@@ -461,8 +462,121 @@ def resolve_gpus(gpus_in, request):
     return models, ccs, nvswitch, warnings
 
 
+# ---------------------------------------------------------------- small rules
+
+
+def cc_cuda_problem(cc, cuda_key):
+    """None when ``cuda_key`` supports ``cc``; else (rule, first, last)."""
+    sup = _data.CC_SUPPORT.get(cc)
+    if sup is None:
+        return None
+    if vkey(cuda_key) < vkey(sup["first_cuda"]):
+        return ("CC_NEEDS_NEWER_CUDA", sup["first_cuda"], sup["last_cuda"])
+    if sup["last_cuda"] and vkey(cuda_key) > vkey(sup["last_cuda"]):
+        return ("CC_DROPPED_BY_CUDA", sup["first_cuda"], sup["last_cuda"])
+    return None
+
+
 def hardware_supports(cuda_key, ccs):
     return not any(cc_cuda_problem(cc, cuda_key) for cc in ccs)
+
+
+def wheel_driver_floor(variant):
+    return _data.WHEEL_DRIVER_FLOOR[str(_variant_cuda(variant)[0])]
+
+
+def branch_best_version(branch, minimum):
+    """The version of ``branch`` to install for a driver >= ``minimum``: its
+    recommended one when that is enough, else its newest that is; None if none."""
+    b = _data.DRIVER_BRANCHES[branch]
+    if vkey(b["recommended"]) >= vkey(minimum):
+        return b["recommended"]
+    ok = [v for v in b["versions"] if vkey(v) >= vkey(minimum)]
+    return ok[-1] if ok else None
+
+
+def branch_first_version(branch, minimum):
+    ok = [v for v in _data.DRIVER_BRANCHES[branch]["versions"] if vkey(v) >= vkey(minimum)]
+    return ok[0] if ok else None
+
+
+def supported_branches():
+    """Long-term and production branches not at end of life, oldest first."""
+    return [b for b in sorted(_data.DRIVER_BRANCHES, key=int)
+            if _data.DRIVER_BRANCHES[b]["type"] in ("LTSB", "PB") and not _data.DRIVER_BRANCHES[b]["eol"]]
+
+
+def branch_drops(branch, models):
+    """The GPUs (model summaries) that ``branch`` no longer supports, with the last branch that does."""
+    out = []
+    for g in models:
+        last = _data.LAST_BRANCH_FOR_ARCH.get(g.get("architecture") or "")
+        if last and int(branch) > int(last):
+            out.append((g, last))
+    return out
+
+
+def gpu_min_driver(models):
+    """(minimum driver NVIDIA lists for these GPUs, the GPU that sets it), or (None, None)."""
+    best = (None, None)
+    for g in models:
+        model = None if g["name"].startswith("compute capability") else lookup_model(g["name"])
+        need = _data.GPU_MIN_DRIVER.get(model["key"]) if model else None
+        if need and (best[0] is None or vkey(need) > vkey(best[0])):
+            best = (need, g)
+    return best
+
+
+def choose_variant(torch_key, cuda_key, pinned=None, allow_mismatch=False):
+    """Return (variant, warnings) or raise StackError."""
+    variants = _data.TORCH_RELEASES[torch_key]["variants"]
+    tk = _mm(cuda_key)
+    if pinned is not None:
+        if pinned not in variants:
+            raise StackError(
+                "TORCH_NO_WHEEL_FOR_CUDA",
+                "torch %s has no %s wheel; download.pytorch.org carries %s for it." % (torch_key, pinned, ", ".join(variants)),
+                [{"torch": torch_key, "torch_variant": v} for v in variants])
+        chosen = pinned
+    else:
+        same = [v for v in variants if _variant_cuda(v)[0] == tk[0]]
+        below = [v for v in same if _variant_cuda(v) <= tk]
+        if below:
+            chosen = max(below, key=_variant_cuda)
+        elif same:
+            chosen = min(same, key=_variant_cuda)
+        elif allow_mismatch:
+            chosen = min(variants, key=lambda v: abs(_num(_variant_cuda(v)) - _num(tk)))
+        else:
+            raise StackError(
+                "TORCH_CUDA_MAJOR_MISMATCH",
+                "torch %s has no wheel for CUDA %d (it ships %s), and CUDA %s was requested: extensions built with the "
+                "system nvcc %s fail to load against a CUDA %d torch. Set allow_cuda_major_mismatch: true to accept "
+                "the %s wheel anyway." % (torch_key, tk[0], ", ".join(variants), cuda_key, cuda_key,
+                                          _variant_cuda(variants[-1])[0], variants[-1]))
+    return chosen, _variant_warnings(torch_key, chosen, cuda_key, allow_mismatch)
+
+
+def _variant_warnings(torch_key, chosen, cuda_key, allow_mismatch):
+    vc, tk = _variant_cuda(chosen), _mm(cuda_key)
+    if vc[0] != tk[0]:
+        if not allow_mismatch:
+            raise StackError(
+                "TORCH_CUDA_MAJOR_MISMATCH",
+                "the torch %s %s wheel is built for CUDA %s but the toolkit is CUDA %s: extensions built with the system "
+                "nvcc fail on a CUDA major mismatch. Set allow_cuda_major_mismatch: true to accept it." % (
+                    torch_key, chosen, _fmt_mm(vc), cuda_key))
+        return ["torch %s %s wheel (CUDA %s) differs in CUDA major from the toolkit (CUDA %s), as allowed by "
+                "allow_cuda_major_mismatch; C++/CUDA extensions must not be built with the system nvcc."
+                % (torch_key, chosen, _fmt_mm(vc), cuda_key)]
+    if vc > tk:
+        return ["torch %s has no wheel for CUDA %s or older in major %d; using %s (CUDA %s), which runs under "
+                "minor-version compatibility; extensions built with the system nvcc %s still load."
+                % (torch_key, cuda_key, tk[0], chosen, _fmt_mm(vc), cuda_key)]
+    return []
+
+
+# ---------------------------------------------------------------- 1. the CUDA toolkit
 
 
 def default_cuda(ccs, distro, torch_key=None, allow_mismatch=False):
@@ -475,9 +589,10 @@ def default_cuda(ccs, distro, torch_key=None, allow_mismatch=False):
     above = [c for c in carried if vkey(c) > vkey(high)]
 
     def fits(c, with_torch):
-        if not hardware_supports(c, ccs):
+        if not hardware_supports(c, ccs) or not _data.CUDA_TOOLKITS[c]["nccl"]:
             return False
-        return not with_torch or torch_key is None or quick_ok(c, torch_key, ccs, None, "full", allow_mismatch, distro)
+        return not with_torch or torch_key is None or quick_ok(
+            c, torch_key, Fit(tuple(ccs), None, "full", allow_mismatch, distro, None))
 
     for with_torch in (True, False):
         ok = [c for c in in_range if fits(c, with_torch)]
@@ -493,11 +608,20 @@ def default_cuda(ccs, distro, torch_key=None, allow_mismatch=False):
                      "compute capability %s." % (distro, ", ".join(carried), ", ".join(ccs)))
 
 
-# ---------------------------------------------------------------- 2. hardware and repository rules
+def choose_cuda(ctx):
+    """(cuda X.Y, the release asked for) of the request, the default when it names none."""
+    if ctx.raw.get("cuda") in (None, ""):
+        cuda_key, note = default_cuda(ctx.ccs, ctx.distro, ctx.torch, ctx.allow_mismatch)
+        ctx.warnings.append(note)
+        return cuda_key, cuda_key
+    return resolve_cuda(ctx.raw.get("cuda"))
 
 
-def check_hardware(models, cuda_key, request, ccs, torch_key, allow_mismatch, compat, distro):
-    for g in models:
+# ---------------------------------------------------------------- 2. hardware, repository, NCCL
+
+
+def check_hardware(ctx, cuda_key):
+    for g in ctx.models:
         problem = cc_cuda_problem(g["compute_capability"], cuda_key)
         if problem:
             rule, first, last = problem
@@ -507,47 +631,89 @@ def check_hardware(models, cuda_key, request, ccs, torch_key, allow_mismatch, co
                 why = ("%s is supported up to CUDA %s; CUDA %s was requested, and CUDA %s dropped offline compilation "
                        "and library support for Maxwell, Pascal and Volta." % (
                            _gpu_label(g), last, cuda_key, _next_major(last)))
-            _raise_with_alternatives(rule, why, request, ccs, torch_key, allow_mismatch, compat, distro)
-    return ["CC_NEEDS_NEWER_CUDA", "CC_DROPPED_BY_CUDA"]
+            _raise_with_alternatives(rule, why, ctx)
 
 
 def _next_major(cuda_key):
     return "%d.0" % (vkey(cuda_key)[0] + 1)
 
 
-def check_repository(distro, cuda_key, request, ccs, torch_key, allow_mismatch, compat):
-    carried = repository_cuda_releases(distro)
-    if cuda_key in carried:
-        return ["REPO_LACKS_CUDA"]
-    rng = _data.REPO_CUDA_RANGE[distro]
-    alts = alternatives(request, ccs, torch_key, allow_mismatch, compat, distro=distro)
-    branch = request.get("driver_branch")
-    branch = _normalise_branch(branch) if branch not in (None, "") else None
-    branch = branch if branch in _data.DRIVER_BRANCHES else None
-    # other OSes only where the rest of the request (GPUs, torch, branch) solves there too
-    others = sorted(k for k, v in _data.REPO_DISTROS.items()
-                    if quick_ok(cuda_key, torch_key, ccs, branch, compat, allow_mismatch, v[0]))
-    msg = ("NVIDIA's %s repository does not carry CUDA %s (it carries %s; %s)." % (
-        distro, cuda_key, ", ".join(carried), rng["source"]))
-    if alts:
-        msg = msg[:-1] + ". Requests that work: %s" % "; ".join(format_alternative(a) for a in alts)
-    if others:
-        msg = msg.rstrip(".") + "; or an OS whose repository carries CUDA %s: %s." % (cuda_key, ", ".join(others))
-    alts = alts + [{"os": o} for o in others[:2]]
-    raise StackError("REPO_LACKS_CUDA", msg if msg.endswith(".") else msg + ".", alts)
+def check_repository(ctx, cuda_key):
+    carried = repository_cuda_releases(ctx.distro)
+    rng = _data.REPO_CUDA_RANGE[ctx.distro]
+    if cuda_key not in carried:
+        alts = alternatives(ctx)
+        # other OSes only where the rest of the request (GPUs, torch, branch) solves there too
+        others = sorted(k for k, v in _data.REPO_DISTROS.items()
+                        if quick_ok(cuda_key, ctx.torch, ctx.fit(distro=v[0])))
+        msg = "NVIDIA's %s repository does not carry CUDA %s (it carries %s; %s)." % (
+            ctx.distro, cuda_key, ", ".join(carried), rng["source"])
+        if alts:
+            msg = msg[:-1] + ". Requests that work: %s" % "; ".join(format_alternative(a) for a in alts)
+        if others:
+            msg = msg.rstrip(".") + "; or an OS whose repository carries CUDA %s: %s." % (cuda_key, ", ".join(others))
+        raise StackError("REPO_LACKS_CUDA", msg if msg.endswith(".") else msg + ".", alts + [{"os": o} for o in others[:2]])
+    if rng["verified"] != ["first", "last"]:
+        open_sides = [s for s in ("first", "last") if s not in rng["verified"]]
+        ctx.warnings.append("which CUDA releases NVIDIA's %s repository carries is not sourced at the %s end; the "
+                            "repository check before install decides" % (ctx.distro, " and ".join(
+                                "oldest" if s == "first" else "newest" for s in open_sides)))
+
+
+def check_nccl(ctx, cuda_key):
+    """NCCL_MATCHES_CUDA: the plan installs the libnccl2 built for the toolkit; none sourced is a refusal."""
+    if _data.CUDA_TOOLKITS[cuda_key]["nccl"]:
+        return
+    _raise_with_alternatives(
+        "NCCL_MATCHES_CUDA",
+        "no libnccl2 build for CUDA %s is in the compatibility data: no source read names the NCCL that NVIDIA's "
+        "repository pairs with it (set gpufleet_nccl_version and name another toolkit, or wait for the data)." % cuda_key,
+        ctx)
+
+
+def plan_toolkit(ctx, cuda_key, cuda_release):
+    """The toolkit-specific part of a plan (rules, NCCL, wheel, floors), checked; one per toolkit."""
+    check_hardware(ctx, cuda_key)
+    check_repository(ctx, cuda_key)
+    check_nccl(ctx, cuda_key)
+    torch_plan = plan_wheel(ctx, cuda_key)
+    floors = driver_floor(cuda_key, cuda_release, ctx.compat, torch_plan["driver_floor"] if torch_plan else None,
+                          ctx.gpu_need)
+    if floors["unbundled"]:
+        ctx.warnings.append("Table 3 lists no toolkit driver for CUDA %s (NVIDIA no longer bundles a Linux driver "
+                            "with it); its floor is the oldest release the data knows to run it with full features, "
+                            "%s" % (floors["toolkit_full"], floors["toolkit_need"]))
+    return {"cuda": cuda_key, "release": cuda_release, "torch": torch_plan, "floors": floors}
 
 
 # ---------------------------------------------------------------- 3. wheel
 
 
+def plan_wheel(ctx, cuda_key):
+    if ctx.torch is None:
+        ctx.warnings.append("no torch requested; the plan has no PyTorch wheel")
+        return None
+    try:
+        variant, warnings = choose_variant(ctx.torch, cuda_key, ctx.pinned, ctx.allow_mismatch)
+    except StackError as exc:
+        _raise_with_alternatives(exc.rule, exc.args[0], ctx, cuda_key)
+    ctx.warnings.extend(warnings)
+    check_wheel_covers_gpus(ctx, variant, cuda_key)
+    plan = plan_torch(ctx.torch, variant, cuda_key, ctx.allow_mismatch)
+    for companion in ("torchvision", "torchaudio"):
+        if not plan[companion]:
+            ctx.warnings.append("no %s release on PyPI goes with torch %s (none pins it); the plan installs none"
+                                % (companion, ctx.torch))
+    return plan
+
+
 def plan_torch(torch_key, variant, cuda_key, allow_mismatch):
     rel = _data.TORCH_RELEASES[torch_key]
-    vcuda = _fmt_mm(_variant_cuda(variant))
     default_variant = rel.get("default_variant")
     return {
         "version": torch_key,
         "variant": variant,
-        "variant_cuda": vcuda,
+        "variant_cuda": _fmt_mm(_variant_cuda(variant)),
         "index_url": _data.TORCH_INDEX_URL.format(variant=variant),
         "torchvision": rel["torchvision"],
         "torchaudio": rel["torchaudio"],
@@ -559,33 +725,43 @@ def plan_torch(torch_key, variant, cuda_key, allow_mismatch):
     }
 
 
-def check_wheel_covers_gpus(models, torch_key, variant, request, ccs, allow_mismatch, compat, distro):
+def check_wheel_covers_gpus(ctx, variant, cuda_key):
     vcuda = _fmt_mm(_variant_cuda(variant))
-    for g in models:
+    for g in ctx.models:
         problem = cc_cuda_problem(g["compute_capability"], vcuda)
         if problem and problem[0] == "CC_NEEDS_NEWER_CUDA":
             _raise_with_alternatives(
                 "TORCH_WHEEL_LACKS_CC",
                 "the torch %s %s wheel is built with CUDA %s, but %s needs CUDA %s or newer." % (
-                    torch_key, variant, vcuda, _gpu_label(g), problem[1]),
-                request, ccs, torch_key, allow_mismatch, compat, distro)
+                    ctx.torch, variant, vcuda, _gpu_label(g), problem[1]), ctx, cuda_key)
 
 
 # ---------------------------------------------------------------- 4. driver
 
 
-def driver_floor(cuda_key, cuda_release, compat, wheel_need=None):
+def _unbundled_floor(cuda_key):
+    """The oldest release of a branch that runs ``cuda_key`` with full features (for toolkits that
+    bundle no driver, so Table 3 names none); None when no branch of the data does."""
+    firsts = [_data.DRIVER_BRANCHES[b]["versions"][0] for b in _data.DRIVER_BRANCHES
+              if vkey(_data.DRIVER_BRANCHES[b]["max_cuda"]) >= vkey(cuda_key)]
+    return min(firsts, key=vkey) if firsts else None
+
+
+def driver_floor(cuda_key, cuda_release, compat, wheel_need=None, gpu_need=None):
     """The driver floors for what is really installed: cuda-toolkit-X-Y installs the newest
     update (``full_version``), so under full compatibility the floor is Table 3 for that
-    update (12.2 -> 12.2.2 -> 535.104.05), raised to the wheel's floor."""
+    update (12.2 -> 12.2.2 -> 535.104.05), raised to the wheel's and the GPUs' floors."""
     entry = _data.CUDA_TOOLKITS[cuda_key]
     toolkit_full = entry["full_version"]
-    toolkit_need = entry["updates"][toolkit_full]
-    asked_need = entry["updates"].get(cuda_release, entry["driver_min"])
+    unbundled = entry["updates"][toolkit_full] is None
+    fallback = _unbundled_floor(cuda_key) or entry["driver_min_minor_compat"]
+    toolkit_need = entry["updates"][toolkit_full] or fallback
+    asked_need = entry["updates"].get(cuda_release) or (entry["driver_min"] or fallback)
     cuda_need = toolkit_need if compat == "full" else entry["driver_min_minor_compat"]
-    minimum = max([cuda_need] + ([wheel_need] if wheel_need else []), key=vkey)
+    minimum = max([cuda_need] + [n for n in (wheel_need, gpu_need) if n], key=vkey)
     return {"minimum": minimum, "cuda_need": cuda_need, "toolkit_need": toolkit_need, "asked_need": asked_need,
-            "ga_need": entry["driver_min"], "toolkit_full": toolkit_full}
+            "ga_need": entry["driver_min"] or fallback, "toolkit_full": toolkit_full, "gpu_need": gpu_need,
+            "unbundled": unbundled and compat == "full"}
 
 
 def _normalise_branch(value):
@@ -594,42 +770,121 @@ def _normalise_branch(value):
     return m.group(1) if m else branch
 
 
-def choose_branch(request, floors, cuda_key, torch_key, variant, compat, ccs, allow_mismatch, distro):
-    """The requested branch if it reaches the floor, else the first of DEFAULT_BRANCH_PREFERENCE."""
-    branch = request.get("driver_branch")
-    minimum = floors["minimum"]
-    if branch not in (None, ""):
-        branch = _normalise_branch(branch)
-        if branch not in _data.DRIVER_BRANCHES:
-            raise StackError(
-                "UNKNOWN_DRIVER_BRANCH",
-                "driver branch %r is not in the compatibility data; known branches: %s." % (
-                    request.get("driver_branch"), ", ".join(sorted(_data.DRIVER_BRANCHES, key=vkey))),
-                [{"driver_branch": b} for b in _data.DEFAULT_BRANCH_PREFERENCE[:3]])
-        if branch_best_version(branch, minimum) is None:
-            wheel_need = wheel_driver_floor(variant) if variant else None
-            _raise_branch(branch, cuda_key, floors["cuda_need"], floors["toolkit_need"], wheel_need, variant,
-                          torch_key, compat, request, ccs, allow_mismatch, distro)
-        return branch
-    return next(b for b in _data.DEFAULT_BRANCH_PREFERENCE if branch_best_version(b, minimum))
+def _branch_label(branch):
+    b = _data.DRIVER_BRANCHES[branch]
+    until = ", until %s" % b["eol_date"] if b.get("eol_date") and not b["eol"] else ""
+    return "R%s (%s%s)" % (branch, b.get("type") or "branch", until)
 
 
-def branch_warnings(branch, recommended, floors, compat, cuda_key):
+def default_branch(ctx, floors):
+    """The newest supported (LTSB or PB, not end of life) branch that runs every GPU and reaches the
+    floor, among those the OS repository is seen to carry; a supported branch not seen in it only when
+    none is (with a warning). Raises NO_SUPPORTED_BRANCH when no supported branch fits."""
+    fits = [b for b in supported_branches()
+            if not branch_drops(b, ctx.models) and branch_best_version(b, floors["minimum"])]
+    carried = _data.REPO_BRANCHES.get(ctx.distro) or []
+    seen = [b for b in fits if b in carried]
+    if seen:
+        return seen[-1]
+    if fits:
+        ctx.warnings.append("no supported branch that runs this stack is seen in NVIDIA's %s repository (seen: %s); "
+                            "planned %s, the newest that runs it; the repository check before install decides" % (
+                                ctx.distro, ", ".join("R" + b for b in carried) or "none sourced",
+                                _branch_label(fits[-1])))
+        return fits[-1]
+    _raise_no_supported_branch(ctx, floors)
+
+
+def _raise_no_supported_branch(ctx, floors):
+    ended = [b for b in sorted(_data.DRIVER_BRANCHES, key=int, reverse=True)
+             if not branch_drops(b, ctx.models) and branch_best_version(b, floors["minimum"])]
+    why = ["no supported long-term or production branch (%s) runs this stack" % ", ".join(
+        _branch_label(b) for b in supported_branches())]
+    for g, last in branch_drops(supported_branches()[-1], ctx.models):
+        why.append("%s is supported up to R%s" % (_gpu_label(g), last))
+    why.append("the driver must reach %s" % floors["minimum"])
+    alts = [{"driver_branch": b} for b in ended[:2]]
+    raise StackError("NO_SUPPORTED_BRANCH", "%s. Requests that work: %s (end of life: named on purpose, planned "
+                     "with a warning)." % ("; ".join(why), "; ".join("driver branch %s" % a["driver_branch"] for a in alts)
+                                           or "none in the data"), alts)
+
+
+def choose_branch(ctx, floors, cuda_key, torch_plan):
+    """The named branch if it runs the GPUs and reaches the floor (end of life: with a warning),
+    else ``default_branch``."""
+    branch = ctx.branch
+    if branch is None:
+        return default_branch(ctx, floors)
+    dropped = branch_drops(branch, ctx.models)
+    if dropped:
+        g, last = dropped[0]
+        raise StackError("BRANCH_DROPPED_GPU", "driver branch %s no longer supports %s; R%s is the last branch that "
+                         "does (NVIDIA's CUDA Toolkit, Driver, and Architecture Matrix)." % (branch, _gpu_label(g), last),
+                         [{"driver_branch": last}])
+    if branch_best_version(branch, floors["minimum"]) is None:
+        _raise_branch(ctx, branch, cuda_key, floors, torch_plan)
+    return branch
+
+
+def _branch_too_old_rule(ctx, branch, cuda_key, floors, torch_plan):
+    """(rule, why) for a named branch whose newest release is below the floor."""
+    b = _data.DRIVER_BRANCHES[branch]
+    newest = b["versions"][-1]
+    wheel_need = torch_plan["driver_floor"] if torch_plan else None
+    gpu_need, gpu = gpu_min_driver(ctx.models)
+    if gpu_need and vkey(newest) < vkey(gpu_need) and vkey(newest) >= vkey(floors["cuda_need"]):
+        return "DRIVER_TOO_OLD_FOR_GPU", ("driver branch %s (newest %s) is older than the minimum driver NVIDIA lists "
+                                          "for %s, %s." % (branch, newest, _gpu_label(gpu), gpu_need))
+    if wheel_need and vkey(newest) < vkey(wheel_need) and vkey(newest) >= vkey(floors["cuda_need"]):
+        return "DRIVER_TOO_OLD_FOR_WHEEL", ("driver branch %s (newest %s) is too old for the torch %s %s wheel, which "
+                                            "needs a driver >= %s." % (branch, newest, ctx.torch, torch_plan["variant"],
+                                                                       wheel_need))
+    return "DRIVER_BRANCH_TOO_OLD_FOR_CUDA", (
+        "driver branch %s runs CUDA up to %s with full features (its newest release, %s, is below %s, the CUDA %s "
+        "minimum%s)." % (branch, b["max_cuda"], newest, floors["cuda_need"], cuda_key,
+                         " under minor-version compatibility" if ctx.compat == "minor" else
+                         " in Table 3 for the update the repository installs"))
+
+
+def _raise_branch(ctx, branch, cuda_key, floors, torch_plan):
+    rule, why = _branch_too_old_rule(ctx, branch, cuda_key, floors, torch_plan)
+    b = _data.DRIVER_BRANCHES[branch]
+    works = [x for x in reversed(supported_branches())
+             if not branch_drops(x, ctx.models) and branch_best_version(x, floors["minimum"])]
+    options = ["driver branch %s" % " or ".join(works[:2])] if works else []
+    older = [c for c in _CUDA_KEYS
+             if quick_ok(c, ctx.torch, ctx.fit(branch=branch))]
+    if older:
+        options.append("CUDA %s with branch %s" % (" or ".join(older[-2:]), branch))
+    mv = _data.CUDA_TOOLKITS[cuda_key]["driver_min_minor_compat"]
+    other_needs = [n for n in (torch_plan and torch_plan["driver_floor"], floors["gpu_need"]) if n]
+    if ctx.compat == "full" and all(vkey(b["versions"][-1]) >= vkey(n) for n in [mv] + other_needs):
+        options.append("driver_compat: minor (floor %s for CUDA %s)" % (mv, cuda_key))
+    alts = [{"driver_branch": x} for x in works[:2]] + [{"cuda": c, "driver_branch": branch} for c in older[-2:]]
+    raise StackError(rule, "%s Requests that work: %s." % (why, "; ".join(options) if options else "none in the data"), alts)
+
+
+def branch_warnings(ctx, branch, recommended, floors, cuda_key):
     warnings = []
     binfo = _data.DRIVER_BRANCHES[branch]
-    if compat == "minor" and vkey(recommended) < vkey(floors["toolkit_need"]):
+    if ctx.compat == "minor" and vkey(recommended) < vkey(floors["toolkit_need"]):
         warnings.append("driver %s runs CUDA %s only under minor-version compatibility (Table 3 asks for %s for %s): "
                         "applications built with SASS for the GPU work, PTX JIT of newer features does not" % (
                             recommended, cuda_key, floors["toolkit_need"], floors["toolkit_full"]))
-    if binfo.get("eol"):
+    live = [x for x in reversed(supported_branches())
+            if not branch_drops(x, ctx.models) and branch_best_version(x, floors["minimum"])]
+    if binfo["eol"]:
         when = " since %s" % binfo["eol_date"] if binfo.get("eol_date") else ""
-        live = [b for b in _data.DEFAULT_BRANCH_PREFERENCE
-                if not _data.DRIVER_BRANCHES[b].get("eol") and branch_best_version(b, floors["minimum"])]
-        instead = ("; supported branch that runs this stack: %s" % ", ".join(
-            "R%s (%s%s)" % (b, _data.DRIVER_BRANCHES[b].get("type") or "branch",
-                            ", until %s" % _data.DRIVER_BRANCHES[b]["eol_date"]
-                            if _data.DRIVER_BRANCHES[b].get("eol_date") else "") for b in live)) if live else ""
-        warnings.append("driver branch %s is end of life%s (NVIDIA's support matrix)%s" % (branch, when, instead))
+        instead = ("; supported branch that runs this stack: %s" % ", ".join(_branch_label(x) for x in live)) if live else ""
+        warnings.append("driver branch %s is end of life%s (NVIDIA's support matrix), planned because it was named%s"
+                        % (branch, when, instead))
+    elif binfo["type"] not in ("LTSB", "PB"):
+        warnings.append("driver branch %s is a new feature branch (short-lived, no end-of-life date); planned because "
+                        "it was named" % branch)
+    carried = _data.REPO_BRANCHES.get(ctx.distro) or []
+    if ctx.branch and carried and branch not in carried:
+        warnings.append("R%s is not seen in NVIDIA's %s repository (seen: %s); the repository check before install "
+                        "decides" % (branch, ctx.distro, ", ".join("R" + x for x in carried)))
     return warnings
 
 
@@ -681,6 +936,17 @@ def choose_kernel_modules(request, models, ccs, branch):
     return km, warnings
 
 
+def plan_driver(ctx, toolkit):
+    """The driver part of a plan for the (newest) toolkit: branch, release, kernel modules."""
+    floors = toolkit["floors"]
+    branch = choose_branch(ctx, floors, toolkit["cuda"], toolkit["torch"])
+    recommended = branch_best_version(branch, floors["minimum"])
+    ctx.warnings.extend(branch_warnings(ctx, branch, recommended, floors, toolkit["cuda"]))
+    km, km_warnings = choose_kernel_modules(ctx.raw, ctx.models, ctx.ccs, branch)
+    ctx.warnings.extend(km_warnings)
+    return {"branch": branch, "recommended": recommended, "kernel_modules": km}
+
+
 # ---------------------------------------------------------------- 5. packages per OS
 
 
@@ -729,139 +995,121 @@ def plan_packages(family, graph, branch, flavour, cuda_key, nvswitch):
     return packages, driver
 
 
+def _package_warnings(ctx, graph, driver):
+    warnings = []
+    if not all(graph["verified"].values()):
+        warnings.append("the %s driver package names / flavour-switch steps for R%s follow NVIDIA's documented "
+                        "pattern but were not read verbatim for this branch (docs/compatibility.md); the repository "
+                        "check before install decides" % (ctx.graph, driver["branch"]))
+    if ctx.distro in _data.REPO_PACKAGES_UNVERIFIED:
+        warnings.append("the driver package names of NVIDIA's %s repository were not read; they follow the %s "
+                        "repositories' names, and the repository check before install decides" % (ctx.distro, ctx.graph))
+    if ctx.nvswitch:
+        warnings.append("NVSwitch present: fabric manager must run at exactly the driver version (%s); hold both"
+                        % driver["recommended"])
+    if ctx.os_key.startswith("debian"):
+        warnings.append("packages come from NVIDIA's %s repository; never pin NVIDIA's libnccl2 version against "
+                        "Debian's own archive (different version scheme)" % ctx.distro)
+    return warnings
+
+
 # ---------------------------------------------------------------- solve
 
 
+RULES_CHECKED = ["UNKNOWN_TORCH", "UNSUPPORTED_OS", "UNKNOWN_GPU", "NO_CUDA_FOR_HARDWARE", "UNKNOWN_CUDA",
+                 "CC_NEEDS_NEWER_CUDA", "CC_DROPPED_BY_CUDA", "REPO_LACKS_CUDA", "TORCH_NO_WHEEL_FOR_CUDA",
+                 "TORCH_CUDA_MAJOR_MISMATCH", "TORCH_WHEEL_LACKS_CC", "NO_SUPPORTED_BRANCH", "BRANCH_DROPPED_GPU",
+                 "DRIVER_BRANCH_TOO_OLD_FOR_CUDA", "DRIVER_TOO_OLD_FOR_WHEEL", "DRIVER_TOO_OLD_FOR_GPU",
+                 "OPEN_MODULES_NEED_TURING", "OPEN_MODULES_REQUIRED", "NCCL_MATCHES_CUDA",
+                 "FABRIC_MANAGER_MATCHES_DRIVER"]
+
+
 def solve(request):
-    gpus_in = _check_request(request)
-    warnings = []
-    rules = []
-    unknown_keys = sorted(set(request) - KNOWN_KEYS)
-    if unknown_keys:
-        warnings.append("ignored unknown request keys: %s (known: %s)" % (", ".join(unknown_keys), ", ".join(sorted(KNOWN_KEYS))))
+    if isinstance(request, Mapping) and isinstance(request.get("cuda"), (list, tuple)):
+        return solve_side_by_side(request)
+    ctx = resolve_request(request)
+    cuda_key, cuda_release = choose_cuda(ctx)
+    toolkit = plan_toolkit(ctx, cuda_key, cuda_release)
+    driver = plan_driver(ctx, toolkit)
+    packages, graph = plan_packages(ctx.family, ctx.graph, driver["branch"], driver["kernel_modules"], cuda_key,
+                                    ctx.nvswitch)
+    ctx.warnings.extend(_package_warnings(ctx, graph, driver))
+    return build_plan(ctx, toolkit, driver, packages, graph)
 
-    # 1. resolve the request
-    torch_key, pinned = resolve_torch(request.get("torch"))
-    rules.append("UNKNOWN_TORCH")
-    if request.get("torch_variant") not in (None, ""):
-        tv = str(request["torch_variant"]).strip().lower()
-        if not re.match(r"^cu\d{3}$", tv):
-            raise StackError("BAD_REQUEST", "torch_variant must look like \"cu121\", not %r." % (request["torch_variant"],))
-        if pinned and pinned != tv:
-            raise StackError("BAD_REQUEST", "torch pins %s but torch_variant says %s; give one." % (pinned, tv))
-        pinned = tv
-    if pinned and torch_key is None:
-        raise StackError("BAD_REQUEST", "torch_variant %s was given without torch." % pinned)
-    allow_mismatch = _bool(request.get("allow_cuda_major_mismatch"), "allow_cuda_major_mismatch")
-    compat = request.get("driver_compat") or "full"
-    if compat not in ("full", "minor"):
-        raise StackError("BAD_REQUEST", "driver_compat must be \"full\" or \"minor\", not %r." % (compat,))
-    os_key, distro, family, graph, repo_arch = resolve_os(request.get("os"), request.get("arch"))
-    if request.get("os") is None:
-        warnings.append("os not given; planned for ubuntu22.04")
-    rules.append("UNSUPPORTED_OS")
-    models, ccs, nvswitch, gpu_warnings = resolve_gpus(gpus_in, request)
-    warnings += gpu_warnings
-    rules.append("UNKNOWN_GPU")
-    if request.get("cuda") in (None, ""):
-        cuda_key, note = default_cuda(ccs, distro, torch_key, allow_mismatch)
-        cuda_release = cuda_key
-        warnings.append(note)
-        rules.append("NO_CUDA_FOR_HARDWARE")
-    else:
-        cuda_key, cuda_release = resolve_cuda(request.get("cuda"))
-    rules.append("UNKNOWN_CUDA")
 
-    # 2. hardware and repository rules
-    rules += check_hardware(models, cuda_key, request, ccs, torch_key, allow_mismatch, compat, distro)
-    rules += check_repository(distro, cuda_key, request, ccs, torch_key, allow_mismatch, compat)
-    if _data.REPO_CUDA_RANGE[distro]["verified"] != ["first", "last"]:
-        open_sides = [s for s in ("first", "last") if s not in _data.REPO_CUDA_RANGE[distro]["verified"]]
-        warnings.append("which CUDA releases NVIDIA's %s repository carries is not sourced at the %s end; the "
-                        "repository check before install decides" % (distro, " and ".join(
-                            "oldest" if s == "first" else "newest" for s in open_sides)))
+def _toolkit_entry(plan):
+    """What one toolkit of a side-by-side plan installs: the toolkit and the NCCL build for its CUDA."""
+    return {"cuda_version": plan["cuda_version"], "cuda_release": plan["cuda_release"],
+            "toolkit_full_version": plan["toolkit_full_version"], "toolkit_package": plan["toolkit_package"],
+            "nccl_version": plan["nccl_version"], "nccl_package_version": plan["nccl_package_version"],
+            "packages": {"toolkit": plan["packages"]["toolkit"], "nccl": plan["packages"]["nccl"]}}
 
-    # 3. wheel
-    torch_plan = None
-    variant = None
-    if torch_key is not None:
+
+def solve_side_by_side(request):
+    """``cuda`` as a list (``["11.8", "12.2"]``): the plan of the newest toolkit (its driver, NCCL, torch), with
+    ``toolkits`` listing every toolkit and the NCCL build for its CUDA, oldest first. The older toolkits are planned
+    on the newest one's driver branch and flavour (a driver runs every older CUDA) and without torch (the wheel goes
+    with the newest toolkit, the default); a toolkit the OS repository or the GPUs cannot take refuses the request
+    with its own rule."""
+    asked = list(request["cuda"])
+    if not asked:
+        raise StackError("BAD_REQUEST", "cuda is an empty list; give one version (\"12.2\") or several ([\"11.8\", \"12.2\"]).")
+    keys = sorted({resolve_cuda(c)[0]: c for c in asked}.items(), key=lambda kv: vkey(kv[0]))
+    if len(keys) != len(asked):
+        raise StackError("BAD_REQUEST", "cuda lists a toolkit twice: %s; each X.Y once." % (asked,))
+    newest = solve(dict(request, cuda=keys[-1][1]))
+    older = []
+    for key, value in keys[:-1]:
+        fixed = dict(request, cuda=value, driver_branch=newest["driver_branch"], kernel_modules=newest["kernel_modules"])
+        fixed.pop("torch", None)
+        fixed.pop("torch_variant", None)
         try:
-            variant, wwarn = choose_variant(torch_key, cuda_key, pinned, allow_mismatch)
+            older.append(solve(fixed))
         except StackError as exc:
-            _raise_with_alternatives(exc.rule, exc.args[0], request, ccs, torch_key, allow_mismatch, compat, distro)
-        warnings += wwarn
-        check_wheel_covers_gpus(models, torch_key, variant, request, ccs, allow_mismatch, compat, distro)
-        torch_plan = plan_torch(torch_key, variant, cuda_key, allow_mismatch)
-    else:
-        warnings.append("no torch requested; the plan has no PyTorch wheel")
-    rules += ["TORCH_NO_WHEEL_FOR_CUDA", "TORCH_CUDA_MAJOR_MISMATCH", "TORCH_WHEEL_LACKS_CC"]
+            raise StackError(exc.rule, "side-by-side toolkit CUDA %s (beside %s): %s" % (key, newest["cuda_version"], exc.args[0]),
+                             exc.alternatives) from None
+    plan = dict(newest)
+    plan["toolkits"] = [_toolkit_entry(p) for p in older + [newest]]
+    plan["packages"] = dict(newest["packages"], toolkit=[t["toolkit_package"] for t in plan["toolkits"]])
+    plan["driver_min_version"] = max((p["driver_min_version"] for p in older + [newest]), key=vkey)
+    # The older toolkits are planned without torch on purpose: their "no torch requested" is no news.
+    plan["warnings"] = list(dict.fromkeys(newest["warnings"] + [w for p in older for w in p["warnings"]
+                                                                if not w.startswith("no torch requested")]))
+    return plan
 
-    # 4. driver
-    floors = driver_floor(cuda_key, cuda_release, compat, torch_plan["driver_floor"] if torch_plan else None)
-    branch = choose_branch(request, floors, cuda_key, torch_key, variant, compat, ccs, allow_mismatch, distro)
-    rules += ["DRIVER_BRANCH_TOO_OLD_FOR_CUDA", "DRIVER_TOO_OLD_FOR_WHEEL"]
-    recommended = branch_best_version(branch, floors["minimum"])
-    warnings += branch_warnings(branch, recommended, floors, compat, cuda_key)
-    km, km_warnings = choose_kernel_modules(request, models, ccs, branch)
-    warnings += km_warnings
-    rules += ["OPEN_MODULES_NEED_TURING", "OPEN_MODULES_REQUIRED"]
 
-    # 5. packages per OS
-    packages, driver = plan_packages(family, graph, branch, km, cuda_key, nvswitch)
-    rules += ["NCCL_MATCHES_CUDA", "FABRIC_MANAGER_MATCHES_DRIVER"]
-    if not all(driver["verified"].values()):
-        warnings.append("the %s driver package names / flavour-switch steps for R%s follow NVIDIA's documented "
-                        "pattern but were not read verbatim for this branch (docs/compatibility.md); the repository "
-                        "check before install decides" % (graph, branch))
-    if nvswitch:
-        warnings.append("NVSwitch present: fabric manager must run at exactly the driver version (%s); hold both"
-                        % recommended)
-    if os_key.startswith("debian"):
-        warnings.append("packages come from NVIDIA's %s repository; never pin NVIDIA's libnccl2 version against "
-                        "Debian's own archive (different version scheme)" % distro)
-    base = (request.get("repo_base_url") or _data.CUDA_REPO_BASE).rstrip("/")
+def build_plan(ctx, toolkit, driver, packages, graph):
+    """The plan document (PLAN_CONTRACT.md describes every key)."""
+    cuda_key, floors = toolkit["cuda"], toolkit["floors"]
+    branch, recommended = driver["branch"], driver["recommended"]
     binfo = _data.DRIVER_BRANCHES[branch]
-
+    nccl = _data.CUDA_TOOLKITS[cuda_key]["nccl"]
+    base = (ctx.raw.get("repo_base_url") or _data.CUDA_REPO_BASE).rstrip("/")
     plan = {
-        "cuda_version": cuda_key,
-        "cuda_release": cuda_release,
-        "toolkit_full_version": floors["toolkit_full"],
-        "toolkit_package": packages["toolkit"][0],
-        "driver_branch": branch,
-        "driver_branch_type": binfo.get("type", ""),
-        "driver_branch_eol": bool(binfo.get("eol")),
-        "driver_min_version": floors["minimum"],
-        "driver_min_version_ga": floors["ga_need"],
+        "cuda_version": cuda_key, "cuda_release": toolkit["release"],
+        "toolkit_full_version": floors["toolkit_full"], "toolkit_package": packages["toolkit"][0],
+        "driver_branch": branch, "driver_branch_type": binfo.get("type", ""), "driver_branch_eol": bool(binfo.get("eol")),
+        "driver_min_version": floors["minimum"], "driver_min_version_ga": floors["ga_need"],
         "driver_min_version_requested_release": floors["asked_need"],
         "driver_min_version_minor_compat": _data.CUDA_TOOLKITS[cuda_key]["driver_min_minor_compat"],
         "toolkit_driver_min_version": floors["toolkit_need"],
         "driver_branch_min_version": branch_first_version(branch, floors["minimum"]),
-        "driver_recommended_version": recommended,
-        "driver_compat": compat,
-        "driver_branch_max_cuda": binfo["max_cuda"],
-        "kernel_modules": km,
-        "driver_flavour_packages": driver["flavour_packages"],
-        "driver_flavour_switch": driver["switch"],
-        "driver_install_commands": driver["commands"],
-        "driver_packages_verified": driver["verified"],
-        "nccl_version": _data.CUDA_TOOLKITS[cuda_key]["nccl"].split("-")[0],
-        "nccl_package_version": _data.CUDA_TOOLKITS[cuda_key]["nccl"],
-        "packages": packages,
-        "package_family": family,
-        "os": os_key,
-        "arch": repo_arch,
-        "repository": "%s/%s/%s/" % (base, distro, repo_arch),
-        "repository_cuda_releases": repository_cuda_releases(distro),
-        "nvswitch": nvswitch,
-        "fabricmanager_version": recommended if nvswitch else None,
-        "torch": torch_plan,
-        "gpus": [dict(g) for g in models],
-        "rules_checked": rules,
-        "warnings": warnings,
+        "driver_recommended_version": recommended, "driver_compat": ctx.compat,
+        "driver_branch_max_cuda": binfo["max_cuda"], "kernel_modules": driver["kernel_modules"],
+        "driver_flavour_packages": graph["flavour_packages"], "driver_flavour_switch": graph["switch"],
+        "driver_install_commands": graph["commands"], "driver_packages_verified": graph["verified"],
+        "nccl_version": nccl.split("-")[0], "nccl_package_version": nccl,
+        "packages": packages, "package_family": ctx.family, "os": ctx.os_key, "arch": ctx.arch,
+        "repository": "%s/%s/%s/" % (base, ctx.distro, ctx.arch),
+        "repository_cuda_releases": repository_cuda_releases(ctx.distro),
+        "nvswitch": ctx.nvswitch, "fabricmanager_version": recommended if ctx.nvswitch else None,
+        "torch": toolkit["torch"], "gpus": [dict(g) for g in ctx.models],
+        "rules_checked": list(RULES_CHECKED), "warnings": ctx.warnings,
     }
-    if family == "dnf":
-        plan["driver_module_stream"] = "nvidia-driver:%s-%s" % (branch, "open" if km == "open" else "dkms")
-        if nvswitch:
+    plan["toolkits"] = [_toolkit_entry(plan)]
+    if ctx.family == "dnf":
+        plan["driver_module_stream"] = "nvidia-driver:%s-%s" % (branch, "open" if plan["kernel_modules"] == "open" else "dkms")
+        if ctx.nvswitch:
             plan["driver_module_profile"] = _data.FABRIC_MANAGER["dnf"]["module_profile"].format(B=branch)
     return plan
 
@@ -869,16 +1117,18 @@ def solve(request):
 # ---------------------------------------------------------------- alternatives
 
 
-def quick_ok(cuda_key, torch_key, ccs, branch=None, compat="full", allow_mismatch=False, distro=None):
-    """True when (cuda, torch) passes every rule for these compute capabilities (and OS repository)."""
-    return _quick_ok(cuda_key, torch_key, tuple(ccs), branch, compat, allow_mismatch, distro)
+# What a quick feasibility check reads besides (cuda, torch): hashable, so the check is cached.
+Fit = collections.namedtuple("Fit", "ccs branch compat allow_mismatch distro gpu_need")
 
 
 @functools.lru_cache(maxsize=65536)
-def _quick_ok(cuda_key, torch_key, ccs, branch, compat, allow_mismatch, distro):
+def quick_ok(cuda_key, torch_key, fit):
+    """True when (cuda, torch) passes every rule for ``fit`` (a ``Fit``: the compute capabilities,
+    the branch if one is named, the compat mode, the OS repository and the GPUs' minimum driver)."""
+    ccs, branch, compat, allow_mismatch, distro, gpu_need = fit
     if distro is not None and cuda_key not in repository_cuda_releases(distro):
         return False
-    if not hardware_supports(cuda_key, ccs):
+    if not hardware_supports(cuda_key, ccs) or not _data.CUDA_TOOLKITS[cuda_key]["nccl"]:
         return False
     variant = None
     if torch_key is not None:
@@ -891,50 +1141,39 @@ def _quick_ok(cuda_key, torch_key, ccs, branch, compat, allow_mismatch, distro):
             p = cc_cuda_problem(cc, vc)
             if p and p[0] == "CC_NEEDS_NEWER_CUDA":
                 return False
-    need = driver_floor(cuda_key, cuda_key, compat, wheel_driver_floor(variant) if variant else None)["minimum"]
-    branches = [branch] if branch else _data.DEFAULT_BRANCH_PREFERENCE
-    return any(branch_best_version(b, need) for b in branches)
+    need = driver_floor(cuda_key, cuda_key, compat, wheel_driver_floor(variant) if variant else None, gpu_need)["minimum"]
+    archs = [{"name": "compute capability " + cc, "architecture": architecture_for_cc(cc)} for cc in ccs]
+    branches = [branch] if branch else supported_branches()
+    return any(not branch_drops(b, archs) and branch_best_version(b, need) for b in branches)
 
 
-def alternatives(request, ccs, torch_key, allow_mismatch=False, compat="full", count=3, distro=None):
+def alternatives(ctx, count=3):
     """Nearest (cuda, torch) requests that work, as dicts with the chosen variant:
     the best one that changes only torch, the best that changes only cuda, then
     the nearest others."""
     try:
-        want_cuda = _mm(resolve_cuda(request.get("cuda"))[0])
+        want_cuda = _mm(resolve_cuda(ctx.raw.get("cuda"))[0])
     except StackError:
         want_cuda = _mm(_CUDA_KEYS[-1])
-    t_idx = _TORCH_KEYS.index(torch_key) if torch_key in _TORCH_KEYS else len(_TORCH_KEYS) - 1
+    t_idx = _TORCH_KEYS.index(ctx.torch) if ctx.torch in _TORCH_KEYS else len(_TORCH_KEYS) - 1
     c_want = min(range(len(_CUDA_KEYS)), key=lambda i: abs(_num(_mm(_CUDA_KEYS[i])) - _num(want_cuda)))
-    branch = request.get("driver_branch")
-    branch = _normalise_branch(branch) if branch not in (None, "") else None
-    branch = branch if branch in _data.DRIVER_BRANCHES else None
     found = []
     for ci, c in enumerate(_CUDA_KEYS):
-        for ti, t in enumerate(_TORCH_KEYS if torch_key else [None]):
-            if not quick_ok(c, t, ccs, branch, compat, allow_mismatch, distro):
+        for ti, t in enumerate(_TORCH_KEYS if ctx.torch else [None]):
+            if not quick_ok(c, t, ctx.fit()):
                 continue
             dt = abs(ti - t_idx) if t else 0
             kind = ("torch" if ci == c_want else "cuda" if dt == 0 else "both")
             found.append(((ci != c_want) + (dt != 0), abs(ci - c_want), dt, -ti if t else 0, kind, c, t))
     found.sort()
-    picked = []
-    for kind in ("torch", "cuda"):
-        best = next((f for f in found if f[4] == kind), None)
-        if best:
-            picked.append(best)
-    for f in found:
-        if len(picked) >= count:
-            break
-        if f not in picked:
-            picked.append(f)
+    picked = [f for f in (next((f for f in found if f[4] == kind), None) for kind in ("torch", "cuda")) if f]
+    picked += [f for f in found if f not in picked][:max(0, count - len(picked))]
     out = []
     for f in picked[:count]:
-        c, t = f[5], f[6]
-        alt = {"cuda": c}
-        if t:
-            alt["torch"] = t
-            alt["torch_variant"] = choose_variant(t, c, None, allow_mismatch)[0]
+        alt = {"cuda": f[5]}
+        if f[6]:
+            alt["torch"] = f[6]
+            alt["torch_variant"] = choose_variant(f[6], f[5], None, ctx.allow_mismatch)[0]
         out.append(alt)
     return out
 
@@ -950,43 +1189,14 @@ def format_alternative(alt):
     return text
 
 
-def _raise_with_alternatives(rule, why, request, ccs, torch_key, allow_mismatch, compat, distro=None):
-    alts = alternatives(request, ccs, torch_key, allow_mismatch, compat, distro=distro)
+def _raise_with_alternatives(rule, why, ctx, cuda_key=None):
+    alts = alternatives(ctx)
     if alts:
         msg = "%s Requests that work: %s." % (why.rstrip(), "; ".join(format_alternative(a) for a in alts))
     else:
         msg = "%s No CUDA toolkit in the compatibility data (%s) supports this hardware%s." % (
-            why.rstrip(), ", ".join(_CUDA_KEYS), " with this torch release" if torch_key else "")
+            why.rstrip(), ", ".join(_CUDA_KEYS), " with this torch release" if ctx.torch else "")
     raise StackError(rule, msg, alts)
-
-
-def _raise_branch(branch, cuda_key, need, need_full, wheel_need, variant, torch_key, compat, request, ccs,
-                  allow_mismatch, distro=None):
-    b = _data.DRIVER_BRANCHES[branch]
-    newest = b["versions"][-1]
-    if wheel_need and vkey(newest) < vkey(wheel_need) and vkey(newest) >= vkey(need):
-        rule = "DRIVER_TOO_OLD_FOR_WHEEL"
-        why = ("driver branch %s (newest %s) is too old for the torch %s %s wheel, which needs a driver >= %s." % (
-            branch, newest, torch_key, variant, wheel_need))
-    else:
-        rule = "DRIVER_BRANCH_TOO_OLD_FOR_CUDA"
-        why = ("driver branch %s runs CUDA up to %s with full features (its newest release, %s, is below %s, the "
-               "CUDA %s minimum%s)." % (branch, b["max_cuda"], newest, need, cuda_key,
-                                        " under minor-version compatibility" if compat == "minor" else
-                                        " in Table 3 for the update the repository installs"))
-    works = [x for x in _data.DEFAULT_BRANCH_PREFERENCE
-             if branch_best_version(x, max([need] + ([wheel_need] if wheel_need else []), key=vkey))]
-    options = []
-    if works:
-        options.append("driver branch %s" % " or ".join(works[:2]))
-    older = [c for c in _CUDA_KEYS if quick_ok(c, torch_key, ccs, branch, compat, allow_mismatch, distro)]
-    if older:
-        options.append("CUDA %s with branch %s" % (" or ".join(older[-2:]), branch))
-    mv = _data.CUDA_TOOLKITS[cuda_key]["driver_min_minor_compat"]
-    if compat == "full" and vkey(newest) >= vkey(mv) and (not wheel_need or vkey(newest) >= vkey(wheel_need)):
-        options.append("driver_compat: minor (floor %s for CUDA %s)" % (mv, cuda_key))
-    alts = [{"driver_branch": x} for x in works[:2]] + [{"cuda": c, "driver_branch": branch} for c in older[-2:]]
-    raise StackError(rule, "%s Requests that work: %s." % (why, "; ".join(options) if options else "none in the data"), alts)
 
 
 def all_rule_ids():

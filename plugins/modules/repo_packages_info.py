@@ -25,7 +25,9 @@ options:
       - The planned packages. Each item has C(name), an optional C(version) and C(match).
       - C(match=upstream) accepts a repository version whose upstream part (no epoch, no package
         release) equals C(version), for example C(535.104.05) for C(535.104.05-0ubuntu1);
-        C(match=exact) needs the full version string; C(match=any) only needs the name.
+        C(match=exact) needs the full version string; C(match=branch) accepts a version whose upstream part
+        is the branch C(version) or starts with it and a dot (NVIDIA's pinning packages, C(580-5) for
+        C(580)) and resolves to the newest such version; C(match=any) only needs the name.
       - dnf module streams are named C(@module:stream) and checked against C(dnf module list).
     type: list
     elements: dict
@@ -42,7 +44,7 @@ options:
       match:
         description: How C(version) is compared.
         type: str
-        choices: [upstream, exact, any]
+        choices: [upstream, exact, branch, any]
         default: upstream
   manager:
     description: Package manager to ask; C(auto) picks apt-cache, else dnf.
@@ -172,7 +174,7 @@ def main():
             "packages": {"type": "list", "elements": "dict", "required": True, "options": {
                 "name": {"type": "str", "required": True},
                 "version": {"type": "str", "default": ""},
-                "match": {"type": "str", "choices": ["upstream", "exact", "any"], "default": "upstream"},
+                "match": {"type": "str", "choices": ["upstream", "exact", "branch", "any"], "default": "upstream"},
             }},
             "manager": {"type": "str", "choices": ["auto", "apt", "dnf"], "default": "auto"},
             "timeout": {"type": "int", "default": 120},

@@ -15,6 +15,8 @@ import pytest
 
 from simharness import cluster as sim_cluster
 
+from ansible_collections.gpufleet.cluster.plugins.filter.stack_plan import stack_plan
+
 PLAYBOOK = "playbooks/preflight.yml"
 NAME = "pre"
 RELAXED = {
@@ -38,6 +40,12 @@ def cluster():
         yield running
 
 
+def planned_branch() -> str:
+    """The branch the solver plans for the simulated cluster's request on its HGX H100 Ubuntu 22.04 nodes."""
+    return stack_plan({"torch": "2.1.2"}, gpus=["NVIDIA H100 80GB HBM3"], os="ubuntu22.04", arch="x86_64",
+                      nvswitch=True)["driver_branch"]
+
+
 def run(cluster, tmp_path, *extra, extra_vars=None):
     ev = dict(RELAXED, gpufleet_report_dir=str(tmp_path))
     ev.update(extra_vars or {})
@@ -51,13 +59,14 @@ def test_healthy_nodes_pass_and_write_reports(cluster, tmp_path):
     # one summary table and the plan, printed once
     assert out.count("| node | gpus |") == 1
     assert re.search(r"\| node1 \| 8 x NVIDIA H100 80GB HBM3 \| 80 \| nvidia-smi \| 535\.183\.01 .*\| pass \|", out)
-    assert "| driver_branch | 535 |" in out
+    branch = planned_branch()
+    assert f"| driver_branch | {branch} |" in out
     report = json.loads((tmp_path / "preflight.json").read_text())
     assert report["passed"] is True and report["failed_nodes"] == []
     assert report["homogeneity"]["homogeneous"] is True
     assert report["profile"]["name"] == "sim" and report["profile"]["extends"] == ["training"]
     plan = json.loads((tmp_path / "plan.json").read_text())
-    assert plan["driver_branch"] == "535" and plan["nvswitch"] is True
+    assert plan["driver_branch"] == branch and plan["nvswitch"] is True
     md = (tmp_path / "preflight.md").read_text()
     assert md.startswith("<!--") and "## Nodes" in md and "## Findings" in md and "## Homogeneity" in md
 

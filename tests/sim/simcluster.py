@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Simulated GPU cluster for gpufleet's integration tests and demo.
 
-    simcluster.py up [--name N] [--subnet 10.200.K.0/24] --nodes 3 [--os debian12 | --os ubuntu22.04]
+    simcluster.py up [--name N] [--subnet 10.200.K.0/24] --nodes 3 [--os debian12 | ubuntu22.04 | ubuntu24.04]
                      [--profile hgx-h100 | --profile node2=a100-sxm4]
                      [--capture NODE=FILE ...] [--fault NODE=FAULT ...]
                      [--preinstall driver=550.54.15[:open|:proprietary]] [--preinstall driver-run=535.183.01[:open]]
@@ -47,7 +47,8 @@ def main(argv=None) -> int:
     p_up.add_argument("--subnet", default=cluster.DEFAULT_SUBNET)
     p_up.add_argument("--nodes", type=int, default=3)
     p_up.add_argument("--os", default=cluster.DEFAULT_OS, choices=sorted(manifest.OS_CHOICES),
-                      help="what the nodes claim to be, and which NVIDIA repository they use (default debian12)")
+                      help="what the nodes claim to be, and which NVIDIA repository they use (default ubuntu22.04); every "
+                      "node is the same Debian 12 tree, ubuntu* nodes with Ubuntu's identity files")
     p_up.add_argument("--profile", action="append", default=[],
                       help=f"PROFILE for all nodes or NODE=PROFILE; known: {', '.join(sorted(hardware.PROFILES))}")
     p_up.add_argument("--capture", action="append", default=[], help="NODE=FILE: replay this capture on NODE")

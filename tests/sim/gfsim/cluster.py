@@ -377,7 +377,8 @@ def inventory_data(state: dict) -> dict:
                 "require_rdma_multinode": False,
             }
         },
-        "gpufleet_stack_request": {"cuda": "12.2", "torch": "2.1.2"},
+        # As the sample inventory: CUDA left to the solver, which plans what the node's OS repository carries.
+        "gpufleet_stack_request": {"torch": "2.1.2"},
         "gpufleet_cuda_repo_url": repo_url,
         "gpufleet_cuda_repo_key_url": (f"{repo_url}/{state.get('cuda_repository', 'debian12')}/x86_64/"
                                        f"{repo.key_short_id(state['fingerprint'])}.pub"),

@@ -55,6 +55,9 @@ class Manifest:
     keyring: dict
     preinstall: dict[str, list[str]]
     preinstall_manual: dict[str, list[str]] = field(default_factory=dict)
+    # The R590+ release names (releases flagged `unversioned`): NVIDIA's documented commands differ.
+    preinstall_unversioned: dict[str, list[str]] = field(default_factory=dict)
+    preinstall_manual_unversioned: dict[str, list[str]] = field(default_factory=dict)
     file: Path = field(default=Path())
 
     def versions(self, name: str) -> list[str]:
@@ -72,19 +75,33 @@ class Manifest:
                 return e
         raise KeyError(f"{self.repository}: no {name}={version}")
 
+    def _release(self, upstream: str) -> dict:
+        for release in self.driver_releases:
+            if str(release["upstream"]) == upstream:
+                return release
+        raise ManifestError(
+            f"{self.repository}: NVIDIA's {self.repository} repository (manifest {self.file.name}) has no "
+            f"driver {upstream}; it has: {', '.join(self.driver_upstreams())}")
+
+    def _preinstall_sets(self, upstream: str) -> tuple[dict, dict]:
+        """(names, manual names) per flavour for this release: the R590+ names where the release has them."""
+        if self._release(upstream).get("unversioned") and self.preinstall_unversioned:
+            return self.preinstall_unversioned, self.preinstall_manual_unversioned
+        return self.preinstall, self.preinstall_manual
+
     def preinstall_pins(self, upstream: str, flavour: str) -> list[str]:
-        """name=version for every package of the flavour's driver set at this release."""
-        if upstream not in self.driver_upstreams():
-            raise ManifestError(
-                f"{self.repository}: NVIDIA's {self.repository} repository (manifest {self.file.name}) has no "
-                f"driver {upstream}; it has: {', '.join(self.driver_upstreams())}")
-        if flavour not in self.preinstall:
-            raise ManifestError(f"{self.repository}: unknown driver flavour {flavour!r}; known: {', '.join(self.preinstall)}")
+        """name=version for every package of the flavour's driver set at this release (a package of no
+        release, such as a branch's pinning package, at its newest version)."""
+        names, _manual = self._preinstall_sets(upstream)
+        if flavour not in names:
+            raise ManifestError(f"{self.repository}: unknown driver flavour {flavour!r}; known: {', '.join(names)}")
         branch = upstream.split(".", maxsplit=1)[0]
         pins = []
-        for template in self.preinstall[flavour]:
+        for template in names[flavour]:
             name = template.format(branch=branch)
-            match = [e for e in self.entries if e.name == name and e.driver == upstream]
+            match = ([e for e in self.entries if e.name == name and e.driver == upstream]
+                     or sorted((e for e in self.entries if e.name == name and e.driver is None),
+                               key=lambda e: e.version, reverse=True))
             if not match:
                 raise ManifestError(f"{self.repository}: preinstall names {name}, which the manifest has not at {upstream}")
             pins.append(f"{name}={match[0].version}")
@@ -93,7 +110,8 @@ class Manifest:
     def preinstall_auto(self, upstream: str, flavour: str) -> list[str]:
         """The preinstalled packages a user would not have named (apt-mark auto)."""
         branch = upstream.split(".", maxsplit=1)[0]
-        manual = {t.format(branch=branch) for t in self.preinstall_manual.get(flavour, [])}
+        _names, manual_sets = self._preinstall_sets(upstream)
+        manual = {t.format(branch=branch) for t in manual_sets.get(flavour, [])}
         return [p.split("=")[0] for p in self.preinstall_pins(upstream, flavour) if p.split("=")[0] not in manual]
 
 
@@ -149,7 +167,9 @@ def load(path: Path) -> Manifest:
     manifest = Manifest(repository=data["repository"], path=data["path"], os=data["os"], sources=sources,
                         driver_releases=data.get("driver_releases") or [], entries=entries,
                         keyring=data["keyring"], preinstall=data.get("preinstall") or {},
-                        preinstall_manual=data.get("preinstall_manual") or {}, file=Path(path))
+                        preinstall_manual=data.get("preinstall_manual") or {},
+                        preinstall_unversioned=data.get("preinstall_unversioned") or {},
+                        preinstall_manual_unversioned=data.get("preinstall_manual_unversioned") or {}, file=Path(path))
     validate(manifest)
     return manifest
 
@@ -183,7 +203,7 @@ def load_all() -> dict[str, Manifest]:
 
 
 # `simcluster.py up --os` values and the repository each uses.
-OS_CHOICES = {"debian12": "debian12", "ubuntu22.04": "ubuntu2204"}
+OS_CHOICES = {"debian12": "debian12", "ubuntu22.04": "ubuntu2204", "ubuntu24.04": "ubuntu2404"}
 
 
 def for_os(os_name: str) -> Manifest:

@@ -3,10 +3,10 @@
 Layout served on http://<bridge-ip>:<port>/ (one server per cluster, bound to
 the bridge address only):
     compute/cuda/repos/<repository>/x86_64/   flat repositories like NVIDIA's, one per manifest
-                                              (debian12, ubuntu2204), built from tests/sim/manifests
+                                              (debian12, ubuntu2204, ubuntu2404), built from tests/sim/manifests
     debian/                                   dists/bookworm/main/binary-amd64 mirror
-    ubuntu/                                   the same Debian packages under dists/jammy (Ubuntu
-                                              nodes' inbox packages: there is no Ubuntu archive here)
+    ubuntu/                                   the same Debian packages under dists/jammy and dists/noble
+                                              (Ubuntu nodes' inbox packages: there is no Ubuntu archive here)
 """
 
 from __future__ import annotations
@@ -50,7 +50,6 @@ MIRROR_PACKAGES = [
     # nvidia-fabricmanager-<branch> Depends on it (NVIDIA's control file; see the manifests).
     "systemd-coredump",
 ]
-UBUNTU_SUITE = "jammy"
 
 
 def gpg(home: Path, *args: str, capture=True, input=None) -> subprocess.CompletedProcess:
@@ -137,9 +136,46 @@ def ensure_standin_debs() -> Path:
     return STANDIN_DEBS
 
 
+def _ubuntu_suites() -> list[str]:
+    """The codenames the Ubuntu manifests claim (jammy, noble): each gets the same Debian packages."""
+    return sorted({m.os["codename"] for m in manifest_lib.load_all().values() if m.os["id"] == "ubuntu"})
+
+
+def _write_suite(mirror: Path, suite: str, origin: str, packages_text: str, fpr: str) -> None:
+    dist = mirror / "dists" / suite
+    binary = dist / "main/binary-amd64"
+    binary.mkdir(parents=True, exist_ok=True)
+    (binary / "Packages").write_text(packages_text)
+    run(["gzip", "-9kf", "Packages"], cwd=binary)
+    release = run(["apt-ftparchive",
+                   "-o", f"APT::FTPArchive::Release::Origin={origin}",
+                   "-o", f"APT::FTPArchive::Release::Label=gpufleet-sim mirror ({suite})",
+                   "-o", f"APT::FTPArchive::Release::Suite={suite}",
+                   "-o", f"APT::FTPArchive::Release::Codename={suite}",
+                   "-o", "APT::FTPArchive::Release::Components=main",
+                   "-o", "APT::FTPArchive::Release::Architectures=amd64",
+                   "release", "."], cwd=dist, capture=True).stdout
+    (dist / "Release").write_text(release)
+    sign_release(dist, GNUPGHOME, fpr)
+
+
+def _ensure_ubuntu_suites(mirror: Path, fpr: str) -> None:
+    """Ubuntu nodes read the Debian packages under their own codename (no Ubuntu archive is reachable
+    here, see docs/simulated-cluster.md); a codename a newer manifest brings is added to a cached mirror."""
+    missing = [s for s in _ubuntu_suites() if not (mirror / "dists" / s / "InRelease").exists()]
+    if not missing:
+        return
+    with util.file_lock(CACHE_ROOT / ".mirror.lock"):
+        packages_text = (mirror / "dists" / DEBIAN_SUITE / "main/binary-amd64/Packages").read_text()
+        for suite in missing:
+            if not (mirror / "dists" / suite / "InRelease").exists():
+                _write_suite(mirror, suite, "gpufleet-sim (Debian 12 packages)", packages_text, fpr)
+
+
 def ensure_debian_mirror(rootfs: Path, fpr: str) -> Path:
     """Download the inbox packages' closure (relative to the node tree) once and index it."""
     if (DEBIAN_MIRROR / ".gpufleet-complete").exists():
+        _ensure_ubuntu_suites(DEBIAN_MIRROR, fpr)
         return DEBIAN_MIRROR
     with util.file_lock(CACHE_ROOT / ".mirror.lock"):
         if (DEBIAN_MIRROR / ".gpufleet-complete").exists():
@@ -167,24 +203,11 @@ def ensure_debian_mirror(rootfs: Path, fpr: str) -> Path:
         kernel = platform.release()
         packages.build_headers_package(pool, kernel)
         packages_text = run(["apt-ftparchive", "packages", "pool"], cwd=staging, capture=True).stdout
-        # Debian nodes read it as bookworm; Ubuntu 22.04 nodes as jammy (the same Debian packages:
+        # Debian nodes read it as bookworm; Ubuntu nodes as their codename (the same Debian packages:
         # no Ubuntu archive is reachable here, see docs/simulated-cluster.md).
-        for suite, origin in ((DEBIAN_SUITE, "Debian"), (UBUNTU_SUITE, "gpufleet-sim (Debian 12 packages)")):
-            dist = staging / "dists" / suite
-            binary = dist / "main/binary-amd64"
-            binary.mkdir(parents=True)
-            (binary / "Packages").write_text(packages_text)
-            run(["gzip", "-9kf", "Packages"], cwd=binary)
-            release = run(["apt-ftparchive",
-                           "-o", f"APT::FTPArchive::Release::Origin={origin}",
-                           "-o", f"APT::FTPArchive::Release::Label=gpufleet-sim mirror ({suite})",
-                           "-o", f"APT::FTPArchive::Release::Suite={suite}",
-                           "-o", f"APT::FTPArchive::Release::Codename={suite}",
-                           "-o", "APT::FTPArchive::Release::Components=main",
-                           "-o", "APT::FTPArchive::Release::Architectures=amd64",
-                           "release", "."], cwd=dist, capture=True).stdout
-            (dist / "Release").write_text(release)
-            sign_release(dist, GNUPGHOME, fpr)
+        _write_suite(staging, DEBIAN_SUITE, "Debian", packages_text, fpr)
+        for suite in _ubuntu_suites():
+            _write_suite(staging, suite, "gpufleet-sim (Debian 12 packages)", packages_text, fpr)
         (staging / ".gpufleet-complete").write_text("ok\n")
         os.rename(staging, DEBIAN_MIRROR)
     return DEBIAN_MIRROR

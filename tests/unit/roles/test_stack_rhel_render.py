@@ -6,9 +6,8 @@ fact set, most specific last), render every module argument of the RHEL task fil
 Rocky/RHEL fact set and the registered results those tasks would see, and check that each module
 exists and accepts every argument it is given.
 
-The driver decision (tasks/decide.yml, shared by apt and dnf) is rendered the same way from the outputs the
-detection commands would give (dpkg -S / rpm -qf owners of nvidia-smi, dpkg-query / rpm -q): keep, install,
-upgrade below the plan's floor, flavour switch, branch replace, and the .run driver that is reported, not overlaid.
+The driver decision itself is Python (plugins/module_utils/driver_decision.py), table-tested on real detection
+output in tests/unit/plugins/module_utils/test_driver_decision.py; here the role's dnf tasks render what it decided.
 """
 
 from __future__ import annotations
@@ -21,6 +20,8 @@ from ansible.parsing.dataloader import DataLoader
 from ansible.plugins.loader import fragment_loader, init_plugin_loader, module_loader
 from ansible.template import Templar, trust_as_template
 from ansible.utils.plugin_docs import get_docstring
+
+from ansible_collections.gpufleet.cluster.plugins.module_utils import driver_decision
 
 ROLES_DIR = Path(__file__).resolve().parents[3] / "roles"
 STACK_ROLES = ["nvidia_driver", "cuda_toolkit", "nccl", "pytorch"]
@@ -138,8 +139,12 @@ def test_driver_repository_and_packages_render_for_rhel(facts_name):
     facts = FACTS[facts_name]
     variables = role_vars("nvidia_driver", facts, nvidia_driver_rpm_key_fingerprint=FPR, **PLAN_DNF)
     target = {"upstream": "535.183.01", "packages": {}}
-    variables.update({"__nvidia_driver_target": target, "__nvidia_driver_action": "install",
-                      "__nvidia_driver_current": None, "__nvidia_driver_install": {"changed": False},
+    plan = render(Templar(loader=LOADER, variables=variables), trust_as_template("{{ __nvidia_driver_plan }}"))
+    decision = driver_decision.decide(driver_decision.describe_node("dnf", {}, plan["flavour_packages"]), plan,
+                                      {"ok": True, "resolved": {}})
+    variables.update({"__nvidia_driver_target": decision["target"], "__nvidia_driver_decision": decision,
+                      "__nvidia_driver_node": {"current": None, "installed": {}},
+                      "__nvidia_driver_install": {"changed": False},
                       "__nvidia_driver_locks": {"stdout": "nvidia-driver-3:535.183.01-1.el9.*\n"}})
     templar = Templar(loader=LOADER, variables=variables)
     tasks = {t["name"]: t for t in walk(load(ROLES_DIR / "nvidia_driver/tasks/install_RedHat.yml")) if "name" in t}
@@ -161,12 +166,12 @@ def test_driver_repository_and_packages_render_for_rhel(facts_name):
     stream = render(templar, tasks["Enable the driver's module stream"]["ansible.builtin.command"])
     assert stream["argv"] == ["dnf", "module", "enable", "-y", "nvidia-driver:535-open"]
     assert render(templar, trust_as_template("{{ __nvidia_driver_stream_requests }}")) == [{"name": "@nvidia-driver:535-open"}]
-    requests = render(templar, trust_as_template("{{ __nvidia_driver_requests }}"))
+    requests = driver_decision.repository_requests(plan)
     assert {"name": "nvidia-fabric-manager", "version": "535.183.01", "match": "upstream"} in requests
     assert {"name": "kmod-nvidia-open-dkms", "version": "535.183.01", "match": "upstream"} in requests
 
     install = tasks["Install the driver and fabric manager at their exact versions"]
-    names = render(templar, install["vars"]["__nvidia_driver_rpm_names"])
+    names = render(templar, install["ansible.builtin.dnf"])["name"]
     assert names == ["nvidia-driver-535.183.01", "nvidia-driver-cuda-535.183.01", "nvidia-driver-libs-535.183.01",
                      "kmod-nvidia-open-dkms-535.183.01", "nvidia-fabric-manager-535.183.01"]
     build = render(templar, tasks["Install the kernel headers for the running kernel and DKMS"]["ansible.builtin.dnf"])
@@ -187,128 +192,7 @@ def test_the_plans_module_stream_names_the_flavour():
                           nvidia_driver_packages=["@nvidia-driver:550-dkms"])
     templar = Templar(loader=LOADER, variables=variables)
     assert render(templar, trust_as_template("{{ __nvidia_driver_module_stream }}")) == "nvidia-driver:550-dkms"
-    assert "kmod-nvidia-latest-dkms" in render(templar, trust_as_template("{{ __nvidia_driver_rpm_packages }}"))
-
-
-def _decide(facts_name: str, *, files: str, owners: str, query: str, smi: str = "", repo_ok: bool = True, **extra):
-    """Detection (the family's task file) then decide.yml, rendered with the given command outputs."""
-    facts = APT_FACTS if facts_name == UBUNTU else FACTS[facts_name]
-    family = facts["os_family"]
-    variables = role_vars("nvidia_driver", facts, **{**(PLAN_DNF if family == "RedHat" else PLAN_APT), **extra})
-    variables.update({"__nvidia_driver_files": {"stdout_lines": files.splitlines()},
-                      "__nvidia_driver_owners": {"stdout_lines": owners.splitlines()},
-                      "__nvidia_driver_dpkg": {"stdout_lines": query.splitlines()},
-                      "__nvidia_driver_smi_version": {"stdout_lines": smi.splitlines()},
-                      "__nvidia_driver_state_raw": {"failed": True},
-                      "__nvidia_driver_repo": {"ok": repo_ok, "message": "x is not in the repository", "resolved": {}}})
-    detect = ROLES_DIR / "nvidia_driver/tasks" / ("install_RedHat.yml" if family == "RedHat" else "detect_Debian.yml")
-    steps = {t["name"]: t for t in walk(load(detect)) if "name" in t}
-    for name in ("Collect the installed packages", "Describe the installed driver"):
-        templar = Templar(loader=LOADER, variables=variables)
-        variables.update(render(templar, steps[name]["ansible.builtin.set_fact"]))
-    decide = {t["name"]: t for t in load(ROLES_DIR / "nvidia_driver/tasks/decide.yml")}
-    templar = Templar(loader=LOADER, variables=variables)
-    variables.update(render(templar, decide["Compute the decision"]["ansible.builtin.set_fact"]))
-    templar = Templar(loader=LOADER, variables=variables)
-    stops = [name for name, task in decide.items() if "ansible.builtin.fail" in task
-             and all(render(templar, trust_as_template("{{ " + c + " }}"))
-                     for c in (task["when"] if isinstance(task["when"], list) else [task["when"]]))]
-    messages = {name: render(templar, decide[name]["ansible.builtin.fail"]["msg"]) for name in stops}
-    return variables["__nvidia_driver_current"], variables["__nvidia_driver_action"], messages
-
-
-PLAN_APT = {"nvidia_driver_branch": "535", "nvidia_driver_min_version": "535.104.05", "nvidia_driver_version": "535.183.01",
-            "nvidia_driver_packages": ["nvidia-kernel-open-535", "cuda-drivers-535"],
-            "nvidia_driver_fabricmanager_packages": ["nvidia-fabricmanager-535"],
-            "nvidia_driver_flavour_packages": {"open": ["nvidia-kernel-open-535", "cuda-drivers-535"],
-                                               "proprietary": ["cuda-drivers-535"]},
-            "nvidia_driver_flavour_switch": [{"action": "remove", "packages": ["nvidia-kernel-source-535"]},
-                                             {"action": "install", "packages": ["nvidia-kernel-open-535", "cuda-drivers-535"]}]}
-UBUNTU = "ubuntu2204"
-APT_FACTS = {"distribution": "Ubuntu", "distribution_version": "22.04", "distribution_major_version": "22",
-             "os_family": "Debian", "architecture": "x86_64", "kernel": "5.15.0-91-generic"}
-SMI = "/usr/bin/nvidia-smi\n"
-OWNED = "nvidia-utils-535: /usr/bin/nvidia-smi\n"
-
-
-def test_fresh_node_installs():
-    current, action, stops = _decide(UBUNTU, files="", owners="", query="")
-    assert current is None and action == "install" and not stops
-
-
-def test_driver_found_by_what_owns_nvidia_smi_is_kept_when_it_meets_the_floor():
-    query = ("nvidia-utils-535 535.104.05-0ubuntu1 ii\nnvidia-kernel-open-535 535.104.05-0ubuntu1 hi\n"
-             "cuda-drivers-535 535.104.05-1 hi\nnvidia-fabricmanager-535 535.104.05-1 hi\n")
-    current, action, stops = _decide(UBUNTU, files=SMI, owners=OWNED, query=query)
-    assert current == {"kind": "package", "package": "nvidia-utils-535", "version": "535.104.05-0ubuntu1",
-                       "upstream": "535.104.05", "branch": "535", "flavour": "open"}
-    assert action == "keep" and not stops
-
-
-def test_older_535_is_upgraded_without_asking():
-    query = ("nvidia-utils-535 535.54.03-0ubuntu1 ii\nnvidia-kernel-open-535 535.54.03-0ubuntu1 hi\n"
-             "cuda-drivers-535 535.54.03-1 ii\nnvidia-fabricmanager-535 535.54.03-1 ii\n")
-    _current, action, stops = _decide(UBUNTU, files=SMI, owners=OWNED, query=query)
-    assert action == "upgrade" and not stops
-
-
-def test_missing_fabric_manager_is_not_kept():
-    query = "nvidia-utils-535 535.183.01-0ubuntu1 ii\nnvidia-kernel-open-535 535.183.01-0ubuntu1 ii\ncuda-drivers-535 535.183.01-1 ii\n"
-    _current, action, _stops = _decide(UBUNTU, files=SMI, owners=OWNED, query=query)
-    assert action == "upgrade"
-
-
-def test_proprietary_to_open_is_a_switch_that_needs_permission():
-    query = "nvidia-utils-535 535.183.01-0ubuntu1 ii\ncuda-drivers-535 535.183.01-1 hi\nnvidia-fabricmanager-535 535.183.01-1 hi\n"
-    current, action, stops = _decide(UBUNTU, files=SMI, owners=OWNED, query=query)
-    assert current["flavour"] == "proprietary" and action == "switch"
-    assert list(stops) == ["Stop when an installed driver would have to be replaced and that is not allowed"]
-    assert "switch the flavour as NVIDIA documents it" in stops[list(stops)[0]]
-    _current, action, stops = _decide(UBUNTU, files=SMI, owners=OWNED, query=query, nvidia_driver_allow_replace=True)
-    assert action == "switch" and not stops
-    _current, _action, stops = _decide(UBUNTU, files=SMI, owners=OWNED, query=query, nvidia_driver_allow_replace=True,
-                                       nvidia_driver_flavour_switch=[])
-    assert list(stops) == ["Stop on a flavour switch NVIDIA documents no steps for"]
-
-
-def test_other_branch_is_replaced_only_when_allowed():
-    query = "nvidia-utils-570 570.133.20-0ubuntu1 ii\n"
-    owners = "nvidia-utils-570: /usr/bin/nvidia-smi\n"
-    _current, action, stops = _decide(UBUNTU, files=SMI, owners=owners, query=query)
-    assert action == "replace" and "replace it with nvidia-kernel-open-535 cuda-drivers-535 535.183.01" in " ".join(stops.values())
-    _current, action, stops = _decide(UBUNTU, files=SMI, owners=owners, query=query, nvidia_driver_allow_replace=True)
-    assert action == "replace" and not stops
-
-
-def test_run_file_driver_is_reported_with_the_choice_and_never_overlaid():
-    files = "/usr/bin/nvidia-smi\n/lib/modules/5.15.0-91-generic/kernel/drivers/video/nvidia.ko\n/usr/bin/nvidia-uninstall\n"
-    owners = "dpkg-query: no path found matching pattern /usr/bin/nvidia-smi\n"
-    current, action, stops = _decide(UBUNTU, files=files, owners=owners, query="", smi="535.54.03\n")
-    assert current["kind"] == "unpackaged" and current["upstream"] == "535.54.03"
-    assert current["uninstaller"] == "/usr/bin/nvidia-uninstall"
-    assert action == "refuse-unpackaged"
-    message = stops["Stop on a driver installed with NVIDIA's .run installer"]
-    assert "/usr/bin/nvidia-uninstall" in message and "nvidia_driver_keep_unpackaged: true" in message
-    _current, action, stops = _decide(UBUNTU, files=files, owners=owners, query="", smi="535.54.03\n",
-                                      nvidia_driver_keep_unpackaged=True)
-    assert action == "keep-unpackaged" and not stops
-
-
-def test_a_repository_without_the_plan_stops_the_node_before_anything_moves():
-    _current, action, stops = _decide(UBUNTU, files="", owners="", query="", repo_ok=False)
-    assert action == "install"
-    assert "x is not in the repository. Nothing was installed on this node." in stops[
-        "Stop when the repository does not hold every planned package at the planned version"]
-
-
-def test_rhel_driver_owned_by_rpm_and_flavour_from_its_kmod():
-    owners = "nvidia-driver-cuda: owner\n"
-    query = ("nvidia-driver-cuda 3:535.104.05-1.el9 ii\nkmod-nvidia-latest-dkms 3:535.104.05-1.el9 ii\n"
-             "package kmod-nvidia-open-dkms is not installed\nnvidia-fabric-manager 0:535.104.05-1 ii\n")
-    current, action, stops = _decide("rocky9", files=SMI, owners=owners, query=query)
-    assert current["package"] == "nvidia-driver-cuda" and current["upstream"] == "535.104.05"
-    assert current["flavour"] == "proprietary"
-    assert action == "switch" and stops
+    assert "kmod-nvidia-latest-dkms" in render(templar, trust_as_template("{{ __nvidia_driver_plan.rpm_packages }}"))
 
 
 @pytest.mark.parametrize("facts_name", sorted(FACTS))
@@ -327,6 +211,14 @@ def test_toolkit_and_nccl_render_for_rhel(facts_name):
     lock = tasks["Lock each NCCL package"]
     assert render(templar, lock["ansible.builtin.command"], {"item": "libnccl"})["argv"] == [
         "dnf", "versionlock", "add", "libnccl-2.18.3-1+cuda12.2"]
+
+    # Another toolkit's NCCL build (a side-by-side plan): fetched by dnf, unpacked with rpm2cpio under its CUDA.
+    other = {"__nccl_other": "2.16.2-1+cuda11.8"}
+    steps = {t["name"]: t for t in walk(load(ROLES_DIR / "nccl/tasks/side_by_side.yml")) if "name" in t}
+    assert render(templar, steps["Download the NCCL packages of that build from the CUDA repository"]["ansible.builtin.command"]["argv"],
+                  other) == ["dnf", "download", "-q", "libnccl-2.16.2-1+cuda11.8", "libnccl-devel-2.16.2-1+cuda11.8"]
+    unpack = render(templar, steps["Unpack the packages into it"]["ansible.builtin.command"], {**other, "item": {"path": "/t/x.rpm"}})
+    assert unpack["argv"][:2] == ["sh", "-c"] and unpack["argv"][-2:] == ["/t/x.rpm", "/opt/gpufleet/nccl/cuda-11.8"]
 
 
 @pytest.mark.parametrize("role", STACK_ROLES)

@@ -37,7 +37,7 @@ COVERED_BY = {
     ("nvidia_driver", "Remove the other flavour as NVIDIA documents the switch"): "__nvidia_driver_query_names",
     ("nvidia_driver", "Install the driver and fabric manager at their exact versions in one transaction"):
         "__nvidia_driver_query_names",
-    ("nvidia_driver", "{{ __nvidia_driver_rpm_names }}"): "__nvidia_driver_query_names",
+    ("nvidia_driver", "{{ __nvidia_driver_decision.install_args }}"): "__nvidia_driver_query_names",
     ("nvidia_driver", "Release the version locks on the driver being replaced"): "/etc/dnf/plugins/versionlock.list",
     ("nvidia_driver", "Lock each driver package at the installed version"): "/etc/dnf/plugins/versionlock.list",
     ("nvidia_driver", "Reset the driver module when the plan switches its stream"): "/etc/dnf/modules.d/nvidia-driver.module",
@@ -57,6 +57,11 @@ COVERED_BY = {
     ("nccl", "Lock each NCCL package"): "/etc/dnf/plugins/versionlock.list",
     ("nccl", "python3-dnf-plugin-versionlock"): "python3-dnf-plugin-versionlock",
     ("nccl", "{{ __nccl_hold_record | dirname }}"): "__nccl_hold_record",
+    # The other toolkits' NCCL builds: each directory's VERSION file (watched) names what was unpacked there.
+    ("nccl", "{{ __nccl_other_dir }}"): "nccl_side_by_side_dir",
+    ("nccl", "{{ __nccl_other_dir }}/VERSION"): "nccl_side_by_side_dir",
+    ("nccl", "Unpack the packages into it"): "nccl_side_by_side_dir",
+    ("nccl", "{{ __nccl_other_tmp.path }}"): None,
     ("pytorch", "Create the virtual environment"): "{{ pytorch_venv }}",
     ("pytorch", "Install torch at the planned versions"): "{{ pytorch_venv }}",
     ("pytorch", "{{ pytorch_venv }}/{{ __pytorch_verified_file }}"): "{{ pytorch_venv }}",

@@ -22,8 +22,8 @@ from gfsim import packages  # noqa: E402
 MANIFESTS = manifest_lib.load_all()
 
 
-def test_the_two_repositories_are_there():
-    assert {"ubuntu2204", "debian12"} <= set(MANIFESTS)
+def test_the_repositories_are_there():
+    assert {"ubuntu2204", "debian12", "ubuntu2404"} <= set(MANIFESTS)
     for name, m in MANIFESTS.items():
         assert m.path == f"compute/cuda/repos/{name}/x86_64"
 
@@ -74,6 +74,60 @@ def test_debian12_has_debian_names_and_no_r535_or_cuda_before_12_3():
     assert not any(n.endswith("-535") or n.startswith("nvidia-driver-5") for n in names)
     assert not [u for u in m.driver_upstreams() if u.startswith("535.")]
     assert "cuda-toolkit-12-2" not in names and "cuda-toolkit-12-3" in names
+
+
+def _at(m, upstream):
+    return {e.name: e.version for e in m.entries if e.driver == upstream}
+
+
+@pytest.mark.parametrize("name, upstream", [("ubuntu2204", "595.91.07"), ("ubuntu2404", "595.91.07"),
+                                            ("ubuntu2404", "595.45.04")])
+def test_ubuntu_r590_and_later_names_carry_no_branch(name, upstream):
+    """NVIDIA's driver installation guide: from R590 the Ubuntu packages drop the branch from their names."""
+    m = MANIFESTS[name]
+    at = _at(m, upstream)
+    assert {"nvidia-open", "nvidia-driver-open", "nvidia-dkms-open", "nvidia-kernel-source-open",
+            "nvidia-fabricmanager", "cuda-drivers"} <= set(at)
+    assert not [n for n in at if n.endswith("-595") or "-595-" in n]
+    assert at["nvidia-open"] == at["nvidia-fabricmanager"] == upstream + "-1ubuntu1"
+    assert m.versions("nvidia-driver-pinning-595")
+
+
+def test_ubuntu2204_r580_keeps_the_branch_names_and_renames_the_fabric_manager():
+    m = MANIFESTS["ubuntu2204"]
+    first, later = _at(m, "580.82.07"), _at(m, "580.126.20")
+    assert {"nvidia-open-580", "nvidia-fabricmanager-580", "nvidia-dkms-580-open", "cuda-drivers-580"} <= set(first)
+    assert later["nvidia-fabricmanager"] == "580.126.20-1" and "nvidia-fabricmanager-580" not in later
+    assert "nvidia-open" not in first and "nvidia-open" not in later
+
+
+def test_debian12_r580_has_the_pinning_package_and_the_renamed_fabric_manager():
+    m = MANIFESTS["debian12"]
+    assert set(m.versions("nvidia-driver-pinning-580")) == {"580-1", "580-5"}
+    at = _at(m, "580.126.16")
+    assert at["nvidia-open"] == at["nvidia-fabricmanager"] == at["nvidia-kernel-open-dkms"] == "580.126.16-1"
+    assert not [u for u in m.driver_upstreams() if u.startswith("595.")]
+    assert set(m.versions("libnccl2")) >= {"2.19.3-1+cuda12.3"}
+
+
+def test_ubuntu2404_starts_at_cuda_12_5_and_carries_cuda_13():
+    m = MANIFESTS["ubuntu2404"]
+    toolkits = sorted(n for n in m.names() if n.startswith("cuda-toolkit-"))
+    assert toolkits == ["cuda-toolkit-12-5", "cuda-toolkit-13-0", "cuda-toolkit-13-2"]
+    assert {u.split(".")[0] for u in m.driver_upstreams()} == {"595"}
+    assert m.preinstall_pins("595.58.03", "open")[-1] == "nvidia-open=595.58.03-1ubuntu1"
+
+
+def test_preinstall_of_an_r590_release_uses_nvidias_unversioned_names_and_the_pinning_package():
+    m = MANIFESTS["ubuntu2204"]
+    pins = m.preinstall_pins("595.91.07", "proprietary")
+    assert pins[0] == "nvidia-driver-pinning-595=595-1" and "cuda-drivers=595.91.07-1" in pins
+    assert "nvidia-dkms=595.91.07-1ubuntu1" in pins and not [p for p in pins if "-595=" in p and "pinning" not in p]
+    assert m.preinstall_auto("595.91.07", "open") == [
+        "nvidia-utils", "nvidia-persistenced", "libnvidia-compute", "nvidia-kernel-common", "nvidia-kernel-source-open",
+        "nvidia-dkms-open", "nvidia-driver-open"]
+    # The branch-named releases keep their own list.
+    assert "cuda-drivers-580=580.82.07-1" in m.preinstall_pins("580.82.07", "proprietary")
 
 
 def test_preinstall_pins_every_flavour_package_and_refuses_unknown_releases():
@@ -198,3 +252,13 @@ def test_nvidia_smi_reports_the_installed_module_and_refuses_wrong_combinations(
     no_capture = _smi(tmp_path / "d", "-L", userspace="570.124.06", kmod="570.124.06 open",
                       requires_open=True, capture=None)
     assert no_capture.returncode == 2 and "PCI ids only" in no_capture.stdout
+
+
+def test_ubuntu_2404_nodes_use_their_repository_and_a_noble_suite_of_the_mirror():
+    from gfsim import repo  # noqa: PLC0415 - the repository builder, imported where it is tested
+
+    m = manifest_lib.for_os("ubuntu24.04")
+    assert m.repository == "ubuntu2404" and m.os["version_id"] == "24.04" and m.os["codename"] == "noble"
+    assert repo._ubuntu_suites() == ["jammy", "noble"]
+    with pytest.raises(manifest_lib.ManifestError, match="unknown --os 'ubuntu26.04'; known: debian12, ubuntu22.04, ubuntu24.04"):
+        manifest_lib.for_os("ubuntu26.04")

@@ -32,8 +32,8 @@ def test_plan_shape():
 
 def test_overrides_merge_over_the_request():
     plan = stack_plan({"cuda": "12.2", "torch": "2.1.2"}, gpus=["NVIDIA H100 80GB HBM3"], os="rhel9", nvswitch=True)
-    # NVIDIA's RHEL repository names the fabric manager RPM without the branch; the module stream pins it
-    assert plan["packages"]["fabricmanager"] == ["nvidia-fabric-manager"]
+    # NVIDIA's RHEL repository names the fabric manager RPM without the branch (nvidia-fabricmanager from R580)
+    assert plan["packages"]["fabricmanager"] == ["nvidia-fabricmanager"]
     assert plan["package_family"] == "dnf"
 
 
@@ -69,7 +69,7 @@ def test_filter_loads_by_fqcn_in_ansible():
                     "'arch': 'x86_64', 'nvswitch': true} | gpufleet.cluster.stack_plan")
     assert proc.returncode == 0, proc.stdout + proc.stderr
     out = proc.stdout
-    assert "535.54.03" in out and "cu121" in out and "nvidia-fabricmanager-535" in out and "libnccl2=2.19.3-1+cuda12.2" in out
+    assert "535.54.03" in out and "cu121" in out and "nvidia-driver-pinning-595" in out and "libnccl2=2.19.3-1+cuda12.2" in out
 
 
 def test_refusal_through_ansible_is_a_readable_sentence():

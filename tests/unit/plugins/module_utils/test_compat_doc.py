@@ -11,8 +11,9 @@ if __name__ == "__main__":  # pragma: no cover - run as a script
     sys.path.insert(0, str(_REPO / "collections"))
 
 from ansible_collections.gpufleet.cluster.plugins.module_utils import compat_data as d  # noqa: E402
+from ansible_collections.gpufleet.cluster.plugins.module_utils import compat_facts as f  # noqa: E402
 from ansible_collections.gpufleet.cluster.plugins.module_utils.stack_solver import (  # noqa: E402
-    fabricmanager_packages, repository_cuda_releases, vkey)
+    fabricmanager_packages, repository_cuda_releases, supported_branches, vkey)
 
 DOC = _REPO / "docs" / "compatibility.md"
 START = "## Tables (generated from the compat_* modules)\n"
@@ -55,7 +56,9 @@ def render_tables():
             eol = "no (until %s)" % e["eol_date"] if e.get("eol_date") else "no"
         row = (b, e.get("type") or "not sourced", eol, e["max_cuda"], e["recommended"], ", ".join(e["versions"]))
         w("| R%s | %s | %s | %s | %s | %s |" % row)
-    w("\nDefault branch order when the request names none: %s." % ", ".join("R" + b for b in d.DEFAULT_BRANCH_PREFERENCE))
+    w("\nA request that names no branch gets the newest of the supported long-term and production branches "
+      "(now %s) that runs its GPUs, reaches the driver floor and is seen in the OS's repository (Decisions, 4)."
+      % ", ".join("R%s (%s)" % (b, d.DRIVER_BRANCHES[b]["type"]) for b in supported_branches()))
     w("\n### PyTorch wheels\n")
     w("| torch | CUDA variants (download.pytorch.org/whl/<variant>) | default PyPI variant | torchvision | torchaudio | NCCL in the default wheel |")
     w("|---|---|---|---|---|---|")
@@ -64,14 +67,15 @@ def render_tables():
         w("| %s | %s | %s | %s | %s | %s |" % (t, ", ".join(e["variants"]), e.get("default_variant") or "not sourced",
                                                e["torchvision"], e["torchaudio"], e.get("bundled_nccl") or "not recorded"))
     w("\n### Repositories and the CUDA releases they carry\n")
-    w("| os | repository path | family | CUDA carried | bound sourced |")
-    w("|---|---|---|---|---|")
+    w("| os | repository path | family | CUDA carried | bound sourced | driver branches seen in it |")
+    w("|---|---|---|---|---|---|")
     for k in sorted(d.REPO_DISTROS):
         distro, fam, _graph = d.REPO_DISTROS[k]
         rng = d.REPO_CUDA_RANGE[distro]
-        w("| %s | %s/%s/{x86_64,sbsa}/ | %s | %s | %s |" % (
+        w("| %s | %s/%s/{x86_64,sbsa}/ | %s | %s | %s | %s |" % (
             k, d.CUDA_REPO_BASE, distro, fam, ", ".join(repository_cuda_releases(distro)),
-            ", ".join(rng["verified"]) or "none (assumed open)"))
+            ", ".join(rng["verified"]) or "none (assumed open)",
+            ", ".join("R" + b for b in d.REPO_BRANCHES[distro]) or "none sourced"))
     w("\n### Driver package graphs (names without versions, NVIDIA's install order)\n")
     w("| OS graph | branches | open | proprietary | switch to open | switch to proprietary | fabric manager | verified |")
     w("|---|---|---|---|---|---|---|---|")
@@ -89,6 +93,17 @@ def render_tables():
         for r in rules:
             w("- **%s from R%s**: %s" % (graph, r["from_branch"], r["source"]))
     w("- **fabric manager**: %s" % d.FABRIC_MANAGER_PACKAGES["source"])
+    w("\n### The sourced table (plugins/module_utils/compat_facts.py, reviewed %s)\n" % f.AS_OF)
+    w("One row per fact, one source per row; the sources, with the date each was read, follow the table.\n")
+    w("| kind | key | value | source |")
+    w("|---|---|---|---|")
+    for kind, key, value, source in f.FACTS:
+        shown = ", ".join(value) if isinstance(value, list) else (
+            ", ".join("%s %s" % kv for kv in value.items()) if isinstance(value, dict) else value)
+        w("| %s | %s | %s | %s |" % (kind, key, "–" if shown is None else shown, source))
+    w("\nSources of the table:\n")
+    for key, src in f.SOURCES.items():
+        w("- `%s` (read %s): %s. %s" % (key, src["read"], src["document"], src["url"]))
     w("\n### Rule ids\n")
     w("| rule | what holds in every plan |")
     w("|---|---|")

@@ -48,6 +48,12 @@ CAPTURES = [
      "NVIDIA H100 80GB HBM3", "00000000:00:09.0", "Hopper", "9.0", 81559, "enabled"),
     (TXT / "h100-sxm-80gb-hbm3-mig-4-instances-drv590.48.01-idle.txt", "text", "590.48.01", "13.1", 1,
      "NVIDIA H100 80GB HBM3", "00000000:00:09.0", "Hopper", "9.0", 81559, "enabled"),
+    (TXT / "h200-drv610.43.02-cuda13.3-kmd-version-idle.txt", "text", "610.43.02", "13.3", 1,
+     "NVIDIA H200", "00000000:83:00.0", "Hopper", "9.0", 143771, "enabled"),
+    (TXT / "rtx2080super-drv610.57.04-cuda13.3-kmd-version-load.txt", "text", "610.57.04", "13.3", 1,
+     "NVIDIA GeForce RTX 2080 SUPER", "00000000:0C:00.0", "Turing", "7.5", 8192, None),
+    (TXT / "rtx4080super-drv595.71.05-cuda13.2-idle.txt", "text", "595.71.05", "13.2", 1,
+     "NVIDIA GeForce RTX 4080 SUPER", "00000000:01:00.0", "Ada Lovelace", "8.9", 16376, None),
     (TXT / "a10-drv535.129.03-cuda12.2.txt", "text", "535.129.03", "12.2", 1,
      "NVIDIA A10", "00000000:07:00.0", "Ampere", "8.6", 23028, "enabled"),
     (TXT / "x8-page-retirement-clean-drv535.86.10.txt", "text", "535.86.10", "12.2", 8,
@@ -132,6 +138,67 @@ def test_h100_under_load_newer_text_layout():
     assert g["ecc_errors_detail"]["channel_repair_pending"] is False
     assert g["vbios_version"] == "96.00.A5.00.01"
     assert g["fabric"]["clique_id"] == "0"
+
+
+# ---------------------------------------------------------------- R595 - R610 (KMD / CUDA UMD version)
+
+H200_610 = TXT / "h200-drv610.43.02-cuda13.3-kmd-version-idle.txt"
+
+
+def test_r610_reads_the_kmd_version_never_the_deprecation_note():
+    text = H200_610.read_text()
+    assert "610.43.02 [Deprecated; will be removed in CUDA 14.0. Use KMD Version instead]" in text
+    r = parse_nvidia_smi(text)
+    assert (r["driver_version"], r["cuda_version"]) == ("610.43.02", "13.3")
+    g = r["gpus"][0]
+    assert (g["model"], g["pci_device_id"], g["memory_total_mib"]) == ("h200", "0x2335", 143771)
+    assert g["power_limit_w"] == 700.0            # R610 nests it under "GPU Ceiling Power Limit"
+    assert g["power_draw_w"] == 83.32
+    assert g["remapped_rows"]["histogram"]["max"] == 3072
+    assert g["fabric"] == {"state": "Completed", "status": "Success", "clique_id": "0",
+                           "cluster_uuid": "00000000-0000-0000-0000-000000000000"}
+    assert g["ecc_errors_detail"]["aggregate_uncorrectable_sram_sources"]["sram_l2"] == 0
+    assert g["clock_event_reasons_active"] == ["gpu_idle"]
+
+
+def test_r610_deprecated_lines_alone_are_read_without_their_note():
+    kept = [ln for ln in H200_610.read_text().splitlines(True) if not ln.startswith(("KMD Version", "CUDA UMD Version"))]
+    r = parse_nvidia_smi("".join(kept))
+    assert (r["driver_version"], r["cuda_version"]) == ("610.43.02", "13.3")
+
+
+def _with_line(text, label, value):
+    return "\n".join(ln[:55] + ": " + value if ln.startswith(label + " ") else ln for ln in text.splitlines()) + "\n"
+
+
+@pytest.mark.parametrize("label, value, words", [
+    ("Driver Version", 'Deprecated, see "KMD version" instead', "not a driver version"),
+    ("KMD Version", "610.43.02-open", "not a driver version"),
+    ("CUDA UMD Version", "13.3.0 (UMD)", "not a cuda version"),
+    ("KMD Version", "615.71.09", "two driver versions"),
+])
+def test_an_unknown_version_format_is_an_error_never_a_wrong_version(label, value, words):
+    text = H200_610.read_text()
+    if label == "Driver Version":
+        text = "".join(ln for ln in text.splitlines(True) if not ln.startswith("KMD Version"))
+    with pytest.raises(NvidiaSmiParseError, match=words):
+        parse_nvidia_smi(_with_line(text, label, value))
+
+
+def test_kmd_version_in_xml_is_read_first():
+    # A stand-in document (no R610 XML capture was found): the tags are the text labels in snake case.
+    xml = ("<?xml version=\"1.0\" ?><nvidia_smi_log><driver_version>610.43.02 [Deprecated; will be removed in "
+           "CUDA 14.0. Use KMD Version instead]</driver_version><kmd_version>610.43.02</kmd_version>"
+           "<cuda_umd_version>13.3</cuda_umd_version><attached_gpus>0</attached_gpus></nvidia_smi_log>")
+    r = parse_nvidia_smi(xml)
+    assert (r["format"], r["driver_version"], r["cuda_version"]) == ("xml", "610.43.02", "13.3")
+
+
+def test_r595_text_layout():
+    r = load(TXT / "rtx4080super-drv595.71.05-cuda13.2-idle.txt")
+    g = r["gpus"][0]
+    assert (r["driver_version"], r["cuda_version"], g["pci_device_id"], g["power_limit_w"]) == (
+        "595.71.05", "13.2", "0x2702", 320.0)
 
 
 def test_h100_mig_text():
@@ -343,6 +410,17 @@ def test_csv_all_fields_h100_and_l40s():
     assert h["remapped_rows.histogram.max"] == "2560" and l4["remapped_rows.histogram.max"] == "192"
     assert "kmd_version" in l4 and "kmd_version" not in h
     assert all(v is None or "N/A" not in str(v) for v in list(h.values()) + list(l4.values()))
+
+
+def test_csv_r595_and_r610_carry_driver_and_kmd_version():
+    for name, version, gpu in (("rtx2080super-drv610.57.04-query-gpu-all-fields-idle.csv", "610.57.04",
+                                "NVIDIA GeForce RTX 2080 SUPER"),
+                               ("rtx4080super-drv595.71.05-query-gpu-all-fields-idle.csv", "595.71.05",
+                                "NVIDIA GeForce RTX 4080 SUPER")):
+        rows = parse_nvidia_smi_csv((CSV / name).read_text())
+        assert len(rows) == 1
+        assert (rows[0]["driver_version"], rows[0]["kmd_version"], rows[0]["name"]) == (version, version, gpu)
+        assert all(v is None or "N/A" not in str(v) for v in rows[0].values())
 
 
 def test_csv_compute_apps_retired_p100():

@@ -124,6 +124,26 @@ def test_plan_check_finds_versions_and_names_what_the_repository_offers_instead(
     assert "2.28.9-1+cuda13.0" in bad["missing"][2]["problem"]
 
 
+def test_pinning_package_is_found_at_its_branch_and_resolves_to_the_newest_revision():
+    """NVIDIA's nvidia-driver-pinning-<branch> has branch-level versions (580-5, 580-1), never the driver's."""
+    offered = pkg_repo.apt_offered(pkg_repo.parse_apt_policy(capture("apt-cache-policy-nvidia-driver-pinning-580-debian12.txt")))
+    assert offered == {"nvidia-driver-pinning-580": ["580-5", "580-1"]}
+    found = pkg_repo.check_requests([{"name": "nvidia-driver-pinning-580", "version": "580", "match": "branch"}], offered,
+                                    scheme="deb")
+    assert found["ok"] and found["resolved"] == {"nvidia-driver-pinning-580": "580-5"}
+    # Asked at the driver's version, as the role asked before, the repository seems to lack it.
+    at_driver = pkg_repo.check_requests([{"name": "nvidia-driver-pinning-580", "version": "580.126.16"}], offered,
+                                        scheme="deb")
+    assert not at_driver["ok"]
+    other = pkg_repo.check_requests([{"name": "nvidia-driver-pinning-580", "version": "595", "match": "branch"}], offered,
+                                    scheme="deb")
+    assert other["message"] == "nvidia-driver-pinning-580 595 is not in the repository; it offers nvidia-driver-pinning-580 580-5, 580-1"
+    # The newest revision by dpkg's rules, whatever order the repository lists them in.
+    assert pkg_repo.check_requests([{"name": "nvidia-driver-pinning-580", "version": "580", "match": "branch"}],
+                                   {"nvidia-driver-pinning-580": ["580-1", "580-5"]}, scheme="deb")["resolved"] == {
+        "nvidia-driver-pinning-580": "580-5"}
+
+
 def test_dnf_module_streams_are_checked_by_name():
     offered = pkg_repo.dnf_offered({}, pkg_repo.parse_dnf_module_list(capture("dnf-module-list-nvidia-driver-rhel9-preview.txt")))
     result = pkg_repo.check_requests([{"name": "@nvidia-driver:535-open", "version": "", "match": "any"},

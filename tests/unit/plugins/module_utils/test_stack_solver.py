@@ -2,12 +2,14 @@
 property tests over every GPU model x CUDA 11.7-13.0 x torch 2.0-2.9 x NVSwitch,
 each plan re-checked by an independent checker."""
 
+import json
 import math
+from pathlib import Path
 
 import pytest
 
 from ansible_collections.gpufleet.cluster.plugins.module_utils import compat_data as data
-from ansible_collections.gpufleet.cluster.plugins.module_utils.gpu_models import MODELS
+from ansible_collections.gpufleet.cluster.plugins.module_utils.gpu_models import MODELS, lookup_model
 from ansible_collections.gpufleet.cluster.plugins.module_utils.stack_solver import (
     StackError, solve, vkey)
 
@@ -124,8 +126,9 @@ def test_driver_branch_lists(branch):
     assert b["versions"] == sorted(b["versions"], key=vkey)
     assert all(v.startswith(branch + ".") for v in b["versions"])
     assert b["recommended"] in b["versions"]
-    # max_cuda agrees with Table 3: the newest toolkit whose minimum the branch meets
-    ok = [c for c in CUDAS if vkey(b["versions"][-1]) >= vkey(data.CUDA_TOOLKITS[c]["driver_min"])]
+    # max_cuda agrees with Table 3: the newest toolkit whose GA minimum the branch meets
+    floors = {c: t["driver_min"] for c, t in data.CUDA_TOOLKITS.items() if t["driver_min"]}
+    ok = [c for c in sorted(floors, key=vkey) if vkey(b["versions"][-1]) >= vkey(floors[c])]
     assert ok[-1] == b["max_cuda"]
 
 
@@ -134,14 +137,16 @@ def test_driver_branch_lists(branch):
 def test_example_plan_h100_hgx():
     plan = solve(req(gpus=["NVIDIA H100 80GB HBM3"] * 8, nvswitch=True))
     assert plan["cuda_version"] == "12.2"
-    assert plan["driver_branch"] == "535"
+    # R535 ended in June 2026: the newest supported LTSB/PB branch ubuntu2204's repository is seen to carry is
+    # R595 (PB; R610 is a new-feature branch whose support has ended, R620 is not seen there)
+    assert (plan["driver_branch"], plan["driver_branch_eol"]) == ("595", False)
+    assert plan["driver_recommended_version"] == "595.91.07"
     assert plan["driver_min_version"] == "535.104.05"
     assert plan["toolkit_package"] == "cuda-toolkit-12-2"
     assert plan["packages"]["toolkit"] == ["cuda-toolkit-12-2"]
     assert plan["packages"]["nccl"] == ["libnccl2=2.19.3-1+cuda12.2", "libnccl-dev=2.19.3-1+cuda12.2"]
-    assert plan["packages"]["fabricmanager"] == ["nvidia-fabricmanager-535"]
-    # NVIDIA's CUDA repository carries nvidia-kernel-open-535, not Canonical's nvidia-driver-535-open
-    assert plan["packages"]["driver"] == ["nvidia-kernel-open-535", "cuda-drivers-535"]
+    assert plan["packages"]["fabricmanager"] == ["nvidia-fabricmanager"]
+    assert plan["packages"]["driver"] == ["nvidia-driver-pinning-595", "nvidia-open"]
     assert plan["nccl_version"] == "2.19.3"
     assert plan["kernel_modules"] == "open"
     assert plan["repository"] == "https://developer.download.nvidia.com/compute/cuda/repos/ubuntu2204/x86_64/"
@@ -163,7 +168,7 @@ def test_nvswitch_taken_from_gpu_info_facts():
              "gpus": [{"index": i, "name": "NVIDIA H100 80GB HBM3", "compute_cap": "9.0"} for i in range(8)]}
     plan = solve(req(gpus=[facts]))
     assert plan["nvswitch"] is True
-    assert plan["packages"]["fabricmanager"] == ["nvidia-fabricmanager-535"]
+    assert plan["packages"]["fabricmanager"] == ["nvidia-fabricmanager"]
     assert plan["gpus"][0]["count"] == 8
 
 
@@ -254,7 +259,8 @@ def test_unknown_gpu_lists_known_models_unless_cc_given():
 
 def test_kernel_modules():
     assert solve(req(gpus=["Tesla V100-SXM2-32GB"]))["kernel_modules"] == "proprietary"
-    assert solve(req(gpus=["Tesla V100-SXM2-32GB"]))["packages"]["driver"] == ["cuda-drivers-535"]
+    # R580 is the last branch for Volta; on Ubuntu it keeps the branch in its package names (renamed from R590)
+    assert solve(req(gpus=["Tesla V100-SXM2-32GB"]))["packages"]["driver"] == ["cuda-drivers-580"]
     assert refused(req(gpus=["Tesla V100-SXM2-32GB"], kernel_modules="open")).rule == "OPEN_MODULES_NEED_TURING"
     assert solve(req(gpus=["Tesla T4"]))["kernel_modules"] == "open"
     assert solve(req(gpus=["Tesla T4"], kernel_modules="proprietary"))["kernel_modules"] == "proprietary"
@@ -265,24 +271,29 @@ def test_kernel_modules():
     ("ubuntu2004", "aarch64", "ubuntu2004", "sbsa", "apt"),
     ("debian11", "x86_64", "debian11", "x86_64", "apt"),
     ("debian12", "x86_64", "debian12", "x86_64", "apt"),
+    ("debian13", "x86_64", "debian13", "x86_64", "apt"),
+    ("ubuntu26.04", "x86_64", "ubuntu2604", "x86_64", "apt"),
     ("rhel9", "x86_64", "rhel9", "x86_64", "dnf"),
+    ("rocky10", "x86_64", "rhel10", "x86_64", "dnf"),
     ("rocky9.3", "aarch64", "rhel9", "sbsa", "dnf"),
     ("almalinux8", "x86_64", "rhel8", "x86_64", "dnf"),
     ({"id": "ubuntu", "version_id": "22.04", "family": "Debian"}, "x86_64", "ubuntu2204", "x86_64", "apt"),
 ])
 def test_os_and_repository(os_in, arch, distro, repo_arch, family):
-    plan = solve(req(os=os_in, arch=arch))
+    plan = solve(req(os=os_in, arch=arch, cuda="12.4", torch="2.4.1"))
     assert plan["repository"] == "https://developer.download.nvidia.com/compute/cuda/repos/%s/%s/" % (distro, repo_arch)
     assert plan["package_family"] == family
 
 
 def test_rhel_package_names():
     plan = solve(req(os="rhel9", gpus=["NVIDIA H100 80GB HBM3"], nvswitch=True))
-    assert plan["packages"]["driver"] == ["@nvidia-driver:535-open"]
+    assert plan["packages"]["driver"] == ["@nvidia-driver:580-open"]
     assert plan["packages"]["nccl"] == ["libnccl-2.19.3-1+cuda12.2", "libnccl-devel-2.19.3-1+cuda12.2"]
-    assert plan["packages"]["fabricmanager"] == ["nvidia-fabric-manager"]
-    assert plan["driver_module_stream"] == "nvidia-driver:535-open"
-    assert plan["driver_module_profile"] == "nvidia-driver:535/fm"
+    assert plan["packages"]["fabricmanager"] == ["nvidia-fabricmanager"]
+    assert plan["driver_module_stream"] == "nvidia-driver:580-open"
+    assert plan["driver_module_profile"] == "nvidia-driver:580/fm"
+    plan = solve(req(os="rhel9", gpus=["NVIDIA H100 80GB HBM3"], nvswitch=True, driver_branch="535"))
+    assert plan["packages"]["fabricmanager"] == ["nvidia-fabric-manager"]  # the name before R580
 
 
 @pytest.mark.parametrize("request_, rule, words", [
@@ -347,7 +358,7 @@ def expected_driver_packages(os_key, branch, flavour):
     if os_key.startswith("rhel"):
         return ["@nvidia-driver:%s-%s" % (branch, "open" if flavour == "open" else "dkms")]
     debian = os_key.startswith("debian")
-    if b >= 580:
+    if b >= (580 if debian else 590):
         return ["nvidia-driver-pinning-%s" % branch, "nvidia-open" if flavour == "open" else "cuda-drivers"]
     if b >= 570:
         return ["nvidia-open-%s" % branch] if flavour == "open" else ["cuda-drivers-%s" % branch]
@@ -357,9 +368,11 @@ def expected_driver_packages(os_key, branch, flavour):
 
 
 def expected_fabricmanager(os_key, branch):
-    if os_key.startswith("rhel"):
-        return ["nvidia-fabric-manager"]
-    return ["nvidia-fabricmanager"] if int(branch) >= 580 else ["nvidia-fabricmanager-%s" % branch]
+    """NVIDIA renamed the fabric manager package at R580: nvidia-fabricmanager on apt and dnf alike
+    (before: nvidia-fabricmanager-<branch> on apt, nvidia-fabric-manager on dnf)."""
+    if int(branch) >= 580:
+        return ["nvidia-fabricmanager"]
+    return ["nvidia-fabric-manager"] if os_key.startswith("rhel") else ["nvidia-fabricmanager-%s" % branch]
 
 
 def check_plan(plan, request):
@@ -509,6 +522,11 @@ def test_property_explicit_branches(branch, compat):
                         assert branch in str(err)
                     elif err.rule == "DRIVER_TOO_OLD_FOR_WHEEL":
                         assert branch in str(err)
+                    elif err.rule == "DRIVER_TOO_OLD_FOR_GPU":
+                        need = data.GPU_MIN_DRIVER[lookup_model(gpu)["key"]]
+                        assert vkey(data.DRIVER_BRANCHES[branch]["versions"][-1]) < vkey(need) and need in str(err)
+                    elif err.rule == "BRANCH_DROPPED_GPU":
+                        assert int(branch) > int(data.LAST_BRANCH_FOR_ARCH[lookup_model(gpu)["architecture"]])
                     else:
                         assert err.rule in ("CC_NEEDS_NEWER_CUDA", "CC_DROPPED_BY_CUDA", "TORCH_CUDA_MAJOR_MISMATCH",
                                             "TORCH_WHEEL_LACKS_CC"), str(err)
@@ -553,3 +571,26 @@ def test_property_every_os(os_key):
                     assert plan["os"] == os_key
                     counts["plans"] += 1
     assert counts["plans"] > 0 and counts["refusals"] > 0
+
+
+PYPI_TORCH_SNAPSHOT = (Path(__file__).resolve().parents[3] / "fixtures" / "compat-sources" / "pypi-torch.json")
+
+
+@pytest.mark.parametrize("torch", sorted(json.loads(PYPI_TORCH_SNAPSHOT.read_text())["releases"], key=vkey))
+@pytest.mark.parametrize("cuda", [None, "12.2", "13.0"])
+def test_every_torch_2_release_on_pypi_plans_or_is_refused_by_a_specific_rule(torch, cuda):
+    """Acceptance (issue 24): every torch 2.x release PyPI serves (the recorded snapshot) plans on an
+    8x H100 node, or is refused with a rule other than UNKNOWN_TORCH and alternatives that plan."""
+    request = {"gpus": ["NVIDIA H100 80GB HBM3"] * 8, "torch": torch, "os": "ubuntu22.04", "nvswitch": True}
+    if cuda:
+        request["cuda"] = cuda
+    try:
+        plan = solve(request)
+    except StackError as err:
+        assert err.rule != "UNKNOWN_TORCH", str(err)
+        assert err.alternatives, str(err)
+        for alt in err.alternatives:
+            solve(dict(request, **alt))
+    else:
+        assert plan["torch"]["version"] == torch
+        assert plan["torch"]["variant"] in data.TORCH_RELEASES[torch]["variants"]

@@ -64,7 +64,8 @@ def test_blackwell_wheel_must_be_cu128_or_newer():
 def test_cuda_13_wheel_needs_an_r580_driver():
     plan = solve({"gpus": ["NVIDIA H100 80GB HBM3"], "cuda": "13.0", "torch": "2.9.1"})
     assert plan["torch"]["variant"] == "cu130"
-    assert plan["driver_branch"] == "580"
+    assert int(plan["driver_branch"]) >= 580
+    assert solve({"gpus": ["NVIDIA H100 80GB HBM3"], "cuda": "13.0", "torch": "2.9.1", "driver_branch": "580"})
     err = refused({"gpus": ["NVIDIA H100 80GB HBM3"], "cuda": "13.0", "torch": "2.9.1", "driver_branch": "570"})
     assert err.rule == "DRIVER_BRANCH_TOO_OLD_FOR_CUDA"
     assert "580" in str(err)
@@ -178,7 +179,7 @@ def test_branch_types_and_ceilings():
 @pytest.mark.parametrize("name", ["NVIDIA GH200 480GB", "NVIDIA B200", "NVIDIA GB200", "NVIDIA B300",
                                   "NVIDIA RTX PRO 6000 Blackwell", "NVIDIA GeForce RTX 5090"])
 def test_grace_hopper_and_blackwell_refuse_proprietary_modules(name):
-    cuda = "12.8"
+    cuda = "12.9"  # the first CUDA for every one of them (B300, compute capability 10.3, needs 12.9)
     err = refused({"gpus": [name], "cuda": cuda, "kernel_modules": "proprietary"})
     assert err.rule == "OPEN_MODULES_REQUIRED"
     assert "open" in str(err) and err.alternatives == [{"kernel_modules": "open"}]
@@ -188,7 +189,7 @@ def test_grace_hopper_and_blackwell_refuse_proprietary_modules(name):
 def test_h100_may_still_run_proprietary():
     plan = solve({"gpus": ["NVIDIA H100 80GB HBM3"], "cuda": "12.2", "kernel_modules": "proprietary"})
     assert plan["kernel_modules"] == "proprietary"
-    assert plan["packages"]["driver"] == ["cuda-drivers-535"]
+    assert plan["packages"]["driver"] == ["nvidia-driver-pinning-595", "cuda-drivers"]
 
 
 def test_volta_and_blackwell_cannot_share_a_driver():
@@ -209,10 +210,12 @@ DRIVER_CASES = [
     ("ubuntu20.04", "550", "open", ["nvidia-kernel-open-550", "cuda-drivers-550"]),
     ("ubuntu24.04", "570", "open", ["nvidia-open-570"]),
     ("ubuntu24.04", "570", "proprietary", ["cuda-drivers-570"]),
-    ("ubuntu22.04", "580", "open", ["nvidia-driver-pinning-580", "nvidia-open"]),
-    ("ubuntu22.04", "580", "proprietary", ["nvidia-driver-pinning-580", "cuda-drivers"]),
-    ("debian12", "535", "open", ["nvidia-kernel-open-dkms", "cuda-drivers-535"]),
-    ("debian12", "535", "proprietary", ["cuda-drivers-535"]),
+    ("ubuntu22.04", "580", "open", ["nvidia-open-580"]),
+    ("ubuntu22.04", "580", "proprietary", ["cuda-drivers-580"]),
+    ("ubuntu22.04", "595", "open", ["nvidia-driver-pinning-595", "nvidia-open"]),
+    ("ubuntu22.04", "595", "proprietary", ["nvidia-driver-pinning-595", "cuda-drivers"]),
+    ("debian11", "535", "open", ["nvidia-kernel-open-dkms", "cuda-drivers-535"]),
+    ("debian11", "535", "proprietary", ["cuda-drivers-535"]),
     ("debian12", "570", "open", ["nvidia-open-570"]),
     ("debian12", "580", "open", ["nvidia-driver-pinning-580", "nvidia-open"]),
     ("debian12", "580", "proprietary", ["nvidia-driver-pinning-580", "cuda-drivers"]),
@@ -225,7 +228,7 @@ DRIVER_CASES = [
 
 @pytest.mark.parametrize("os_in, branch, flavour, names", DRIVER_CASES)
 def test_every_os_and_flavour_plans_nvidias_names(os_in, branch, flavour, names):
-    cuda = {"535": "12.2", "550": "12.4", "570": "12.8", "580": "12.8"}[branch]
+    cuda = {"535": "12.2", "550": "12.4", "570": "12.8", "580": "12.8", "595": "12.8"}[branch]
     if os_in == "ubuntu24.04" and cuda == "12.2":
         cuda = "12.5"
     plan = solve({"gpus": ["NVIDIA A100-SXM4-80GB"], "cuda": cuda, "driver_branch": branch, "os": os_in,
@@ -247,9 +250,11 @@ def test_every_os_and_flavour_plans_nvidias_names(os_in, branch, flavour, names)
             assert not set(s["packages"]) & set(names)
     fm = plan["packages"]["fabricmanager"]
     if plan["package_family"] == "dnf":
-        assert fm == ["nvidia-fabric-manager"] and steps[0]["action"] == "module-switch"
+        # renamed at R580 (NVIDIA/gpu-driver-container rhel9 Dockerfile)
+        assert fm == (["nvidia-fabricmanager"] if int(branch) >= 580 else ["nvidia-fabric-manager"])
+        assert steps[0]["action"] == "module-switch"
     else:
-        assert fm == (["nvidia-fabricmanager"] if branch == "580" else ["nvidia-fabricmanager-%s" % branch])
+        assert fm == (["nvidia-fabricmanager"] if int(branch) >= 580 else ["nvidia-fabricmanager-%s" % branch])
 
 
 def test_rhel_switch_is_the_documented_module_switch():

@@ -1,0 +1,214 @@
+# -*- coding: utf-8 -*-
+# Copyright: gpufleet engineers
+# Apache-2.0 (see galaxy.yml)
+"""`gpufleet compat refresh [--check|--offline]` and `gpufleet compat show`.
+
+refresh   reads PyPI and PyTorch's build matrix, records trimmed snapshots of what it read, and
+          regenerates plugins/module_utils/compat_release_data.py from them;
+          --offline regenerates it from the recorded snapshots only (no network);
+          --check reads the sources and lists what they have that the shipped data lacks (exit 1),
+          changing nothing.
+show      prints what the data knows, where each part came from and how old it is.
+
+Exit codes: 0 done (or, with --check, nothing is missing), 1 --check found something missing,
+2 a source could not be read or the arguments are wrong.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import importlib.util
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+from gpufleet import collection, compat_refresh, compat_sources
+
+DATA_MODULE = Path("plugins/module_utils/compat_release_data.py")
+FACTS_MODULE = Path("plugins/module_utils/compat_facts.py")
+SNAPSHOT_DIR = Path("tests/fixtures/compat-sources")
+TEST_INFRA_URL = "https://github.com/pytorch/test-infra"
+EXIT_MISSING = 1
+EXIT_BROKEN = 2
+
+
+def _root():
+    found = collection.locate()
+    if found is None:
+        raise SystemExit("gpufleet compat: the gpufleet.cluster collection was not found next to this package")
+    return found.root
+
+
+def _load_module(path, name):
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def shipped_data(root=None):
+    return _load_module((root or _root()) / DATA_MODULE, "gpufleet_compat_release_data").RELEASE_DATA
+
+
+# ---------------------------------------------------------------- reading the sources
+
+
+def _is_torch2(version):
+    return compat_refresh.version_key(version)[0] == 2
+
+
+def _is_torchvision_for_torch2(version):
+    return compat_refresh.version_key(version)[:2] >= (0, 15)
+
+
+def _clone_test_infra(workdir):
+    target = Path(workdir) / "test-infra"
+    done = subprocess.run(["git", "clone", "--quiet", "--filter=blob:none", "--no-checkout", TEST_INFRA_URL,
+                           str(target)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, check=False)
+    if done.returncode != 0:
+        raise compat_sources.SourceError("cannot clone %s: %s" % (TEST_INFRA_URL, done.stderr.strip()))
+    return target
+
+
+def read_sources(test_infra, read_on):
+    """{snapshot name: trimmed snapshot} read from the network (and a pytorch/test-infra clone)."""
+    keep = {"torch": _is_torch2, "torchvision": _is_torchvision_for_torch2, "torchaudio": _is_torch2}
+    snaps = {}
+    for name in compat_refresh.PYPI_METADATA:
+        print("reading PyPI %s (release list and wheel METADATA)..." % name, file=sys.stderr, flush=True)
+        snaps["pypi-%s" % name] = compat_sources.snapshot_metadata(name, keep[name], read_on)
+    for name in compat_refresh.PYPI_RELEASE_LISTS:
+        snaps["pypi-%s" % name] = compat_sources.snapshot_release_list(name, read_on)
+    with tempfile.TemporaryDirectory(prefix="gpufleet-test-infra-") as tmp:
+        repo = test_infra or _clone_test_infra(tmp)
+        print("reading the build matrix history in %s..." % repo, file=sys.stderr, flush=True)
+        snaps[compat_refresh.MATRIX_SNAPSHOT] = compat_sources.snapshot_build_matrix(repo, read_on)
+    return snaps
+
+
+# ---------------------------------------------------------------- what the data lacks
+
+
+def missing_from(data, fresh):
+    """Lines naming what the freshly read data has that the shipped data lacks or states otherwise."""
+    out = []
+    for version, entry in fresh["torch"].items():
+        have = data["torch"].get(version)
+        if have is None:
+            out.append("torch %s (variants %s, default %s) is not in the data" % (
+                version, ", ".join(entry["variants"]), entry["default_variant"]))
+            continue
+        for key in ("variants", "default_variant", "bundled_nccl", "torchvision", "torchaudio"):
+            if have.get(key) != entry.get(key):
+                out.append("torch %s: %s is %r in the sources, %r in the data" % (version, key, entry[key], have.get(key)))
+    for group in ("nccl_wheels", "cuda_runtime_wheels"):
+        for name, versions in fresh[group].items():
+            new = [v for v in versions if v not in data[group].get(name, [])]
+            if new:
+                out.append("%s %s: %s not in the data" % (group.replace("_", " "), name, ", ".join(new)))
+    old = {s["name"]: s for s in data["sources"]}
+    for source in fresh["sources"]:
+        if source["name"].startswith("github:") and source["how"] != old.get(source["name"], {}).get("how"):
+            out.append("%s moved on: %s" % (source["name"], source["how"]))
+    return out
+
+
+# ---------------------------------------------------------------- commands
+
+
+def cmd_refresh(args):
+    root = None if args.output and args.snapshots else _root()
+    snapshots = args.snapshots or root / SNAPSHOT_DIR
+    output = args.output or root / DATA_MODULE
+    if args.offline:
+        snaps = compat_refresh.load_snapshots(snapshots)
+    else:
+        snaps = read_sources(args.test_infra, args.date)
+    data = compat_refresh.build_release_data(snaps)
+    if args.check:
+        lacking = missing_from(shipped_data(root), data)
+        for line in lacking:
+            print(line)
+        print("the release data is current" if not lacking else "%d difference(s): run `gpufleet compat refresh` "
+              "and review the diff" % len(lacking))
+        return EXIT_MISSING if lacking else 0
+    if not args.offline:
+        Path(snapshots).mkdir(parents=True, exist_ok=True)
+        for name, snap in snaps.items():
+            (Path(snapshots) / ("%s.json" % name)).write_text(compat_refresh.dump_snapshot(snap))
+    Path(output).write_text(compat_refresh.render_module(data))
+    print("wrote %s (%d torch releases, refreshed %s)" % (output, len(data["torch"]), data["refreshed"]))
+    return 0
+
+
+def _age(date_text, today):
+    days = (today - datetime.date.fromisoformat(date_text)).days
+    return "%s, %d day%s ago" % (date_text, days, "" if days == 1 else "s")
+
+
+def show_lines(data, facts, today):
+    """What `compat show` prints: the release data with its sources' ages, then the sourced table's."""
+    lines = ["release data refreshed %s" % _age(data["refreshed"], today)]
+    lines += ["  %-32s read %s  %s" % (s["name"], s["read"], s["url"]) for s in data["sources"]]
+    lines.append("torch releases (variants; default PyPI wheel; bundled NCCL; torchvision; torchaudio):")
+    for version, e in data["torch"].items():
+        lines.append("  %-7s %-28s default %-6s nccl %-7s vision %-7s audio %s" % (
+            version, ",".join(e["variants"]), e["default_variant"], e["bundled_nccl"] or "-",
+            e["torchvision"] or "-", e["torchaudio"] or "-"))
+    if facts is None:
+        return lines
+    reads = sorted({facts.SOURCES[row[3]]["read"] for row in facts.FACTS})
+    lines.append("sourced table (compat_facts.py): %d rows from %d sources, read %s to %s (oldest %s)" % (
+        len(facts.FACTS), len(facts.SOURCES), reads[0], reads[-1], _age(reads[0], today)))
+    for kind in sorted({row[0] for row in facts.FACTS}):
+        keys = [row[1] for row in facts.FACTS if row[0] == kind]
+        lines.append("  %-18s %s" % (kind, ", ".join(keys)))
+    for branch, value in facts.rows("branch").items():
+        # End of life is judged against the table's review date; say when the calendar has moved past one.
+        if isinstance(value["eol"], str) and facts.AS_OF[:7] < value["eol"] < today.isoformat()[:7]:
+            lines.append("  R%s's end of life (%s) has passed since the table was reviewed (%s): review "
+                         "compat_facts.py" % (branch, value["eol"], facts.AS_OF))
+    return lines
+
+
+def cmd_show(args):
+    root = _root()
+    facts = _load_module(root / FACTS_MODULE, "gpufleet_compat_facts") if (root / FACTS_MODULE).is_file() else None
+    for line in show_lines(shipped_data(root), facts, args.today):
+        print(line)
+    return 0
+
+
+def _date(text):
+    try:
+        return datetime.date.fromisoformat(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError("%r is not a date like 2026-12-05" % text) from None
+
+
+def parser():
+    top = argparse.ArgumentParser(prog="gpufleet compat", description=__doc__.split("\n\n", maxsplit=1)[0],
+                                  formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = top.add_subparsers(dest="command", required=True)
+    refresh = sub.add_parser("refresh", help="regenerate the release data from its sources")
+    mode = refresh.add_mutually_exclusive_group()
+    mode.add_argument("--check", action="store_true", help="list what the sources have that the data lacks")
+    mode.add_argument("--offline", action="store_true", help="rebuild from the recorded snapshots only")
+    refresh.add_argument("--snapshots", type=Path, help="snapshot directory (default tests/fixtures/compat-sources)")
+    refresh.add_argument("--output", type=Path, help="data module to write (default %s)" % DATA_MODULE)
+    refresh.add_argument("--test-infra", type=Path, help="a pytorch/test-infra clone (default: clone it)")
+    refresh.add_argument("--date", default=datetime.date.today().isoformat(), help="date recorded as read")
+    show = sub.add_parser("show", help="print the data, its sources and their age")
+    show.add_argument("--today", type=_date, default=datetime.date.today(), help=argparse.SUPPRESS)
+    return top
+
+
+def main(argv=None):
+    args = parser().parse_args(argv)
+    try:
+        return cmd_refresh(args) if args.command == "refresh" else cmd_show(args)
+    except (compat_sources.SourceError, FileNotFoundError) as exc:
+        print("gpufleet compat: %s" % exc, file=sys.stderr)
+        return EXIT_BROKEN
