@@ -139,11 +139,6 @@ def normalize_reason(name):
         text, text)
 
 
-def ecc_supported(gpu):
-    """ECC is supported when nvidia-smi reports a current mode (GeForce without ECC says N/A)."""
-    return to_bool((gpu.get("ecc_mode") or {}).get("current")) is not None
-
-
 def gpu_model(gpu):
     """The model table entry for a GPU (its key, else its name, else its PCI id); None when unknown."""
     for ident in (gpu.get("model"), gpu.get("name"), gpu.get("pci_device_id")):

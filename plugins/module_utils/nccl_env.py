@@ -290,11 +290,3 @@ def derive_nccl_env(rdma_info=None, topology=None, socket_ifname=None, nics=None
         "gid_index_source": gid_source,
         "gpu_hca_pairs": [{"gpu": g, "hca": h, "distance": t} for g, h, t in pairs],
     }
-
-
-def render_conf(env, header=None):
-    """``NCCL_X=value`` lines (what /etc/nccl.conf holds), sorted, with an optional header."""
-    lines = list(header or [])
-    for key in sorted(env):
-        lines.append("%s=%s" % (key, env[key]))
-    return "\n".join(lines) + "\n"

@@ -47,15 +47,6 @@ def normalize_pci_bus_id(bus_id):
     return "%08X:%02X:%02X.%s" % (domain, int(m.group("bus"), 16), int(m.group("dev"), 16), m.group("fn"))
 
 
-def sysfs_pci_name(bus_id):
-    """The sysfs directory name (``0000:18:00.0``) for a bus id in any form, or None."""
-    norm = normalize_pci_bus_id(bus_id)
-    if norm is None:
-        return None
-    domain, rest = norm.split(":", 1)
-    return ("%04x:%s" % (int(domain, 16), rest)).lower()
-
-
 def _read(path):
     try:
         with open(path, "r") as f:
