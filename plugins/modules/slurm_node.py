@@ -58,8 +58,8 @@ attributes:
     support: none
     description: The message says what changed.
 notes:
-  - O(state=query) does not fail when scontrol fails or does not know the node (a node Slurm does not manage is a
-    state, not an error): RV(found) is false and RV(message) says why. A drain or resume fails instead.
+  - O(state=query) does not fail when scontrol fails or does not know the node, since a node Slurm does not manage
+    is a state, not an error. RV(found) is then false and RV(message) says why. A drain or resume fails instead.
 author:
   - gpufleet engineers (@gpufleet)
 """
@@ -93,7 +93,7 @@ node:
   description:
     - What Slurm showed before any change; empty when not found. Keys C(name), C(state) (as printed),
       C(base_state), C(flags), C(not_responding), C(drain_flag) (no new jobs), C(drained) (drain flag and no
-      job left: idle or down), C(reason) (without its C([user@time])), C(reason_user), C(reason_time) and
+      job left, idle or down), C(reason) (without its C([user@time])), C(reason_user), C(reason_time) and
       C(fields) (every field as printed).
   returned: always
   type: dict
