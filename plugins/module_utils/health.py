@@ -139,11 +139,6 @@ def normalize_reason(name):
         text, text)
 
 
-def ecc_supported(gpu):
-    """ECC is supported when nvidia-smi reports a current mode (GeForce without ECC says N/A)."""
-    return to_bool((gpu.get("ecc_mode") or {}).get("current")) is not None
-
-
 def gpu_model(gpu):
     """The model table entry for a GPU (its key, else its name, else its PCI id); None when unknown."""
     for ident in (gpu.get("model"), gpu.get("name"), gpu.get("pci_device_id")):
@@ -209,12 +204,10 @@ def persistence_enable_candidates(gpus):
 # Per-GPU checks
 
 
-def _check_ecc(node, gpu, opts):
+def _ecc_mode_findings(node, gpu, opts, current, pending):
     out = []
     ref = _gpu_ref(gpu)
     mode = gpu.get("ecc_mode") or {}
-    current = to_bool(mode.get("current"))
-    pending = to_bool(mode.get("pending"))
     if current is None and model_has_ecc(gpu):
         # A data-centre GPU always has an ECC mode: N/A, "Unknown Error" or "[GPU requires reset]"
         # here means the driver cannot read it, which is a sick GPU, not a consumer one.
@@ -247,6 +240,32 @@ def _check_ecc(node, gpu, opts):
                 "Enable it: nvidia-smi -i %s -e 1 and reboot (or let gpu_health_ecc_enable do it)"
                 % gpu.get("index"),
                 value="Disabled", threshold="Enabled", counter="ecc.mode.current", **ref))
+    return out
+
+
+def _unreadable_ecc_counters(gpu):
+    """The counters an ECC-enabled GPU should report and does not. Every counter has a value then;
+    one without is unknown, not zero. With MIG on, the GPU-level volatile counters read N/A by design
+    (real A100 MIG capture): only the aggregate ones are required then."""
+    errors = gpu.get("ecc_errors") or {}
+    scopes = ("aggregate",) if _mig_on(gpu) else ("volatile", "aggregate")
+    unreadable = ["%s.%s" % (scope, kind) for scope in scopes
+                  for kind in ("correctable", "uncorrectable")
+                  if to_int((errors.get(scope) or {}).get(kind)) is None]
+    # A total hides one unreadable kind behind its readable siblings: look at each one listed.
+    detail = gpu.get("ecc_errors_detail") or {}
+    for scope in scopes:
+        for key, value in sorted((detail.get(scope) or {}).items()):
+            if "correctable" in key and not isinstance(value, dict) and value is None:
+                unreadable.append("%s.%s" % (scope, key))
+    return unreadable
+
+
+def _check_ecc(node, gpu, opts):
+    ref = _gpu_ref(gpu)
+    mode = gpu.get("ecc_mode") or {}
+    current = to_bool(mode.get("current"))
+    out = _ecc_mode_findings(node, gpu, opts, current, to_bool(mode.get("pending")))
     errors = gpu.get("ecc_errors") or {}
     checks = (
         ("volatile", "uncorrectable", "ECC_UNCORRECTABLE_VOLATILE", "fail",
@@ -261,27 +280,14 @@ def _check_ecc(node, gpu, opts):
          opts["ecc_correctable_volatile_max"],
          "Watch the counter; run dcgmi diag -r 3 and plan a replacement if it keeps climbing"),
     )
-    if current is True:
-        # ECC is on, so every counter has a value; one that does not is unknown, not zero. With MIG
-        # on, the GPU-level volatile counters read N/A by design (real A100 MIG capture): only the
-        # aggregate ones are required then.
-        scopes = ("aggregate",) if _mig_on(gpu) else ("volatile", "aggregate")
-        unreadable = ["%s.%s" % (scope, kind) for scope in scopes
-                      for kind in ("correctable", "uncorrectable")
-                      if to_int((errors.get(scope) or {}).get(kind)) is None]
-        # A total hides one unreadable kind behind its readable siblings: look at each one listed.
-        detail = gpu.get("ecc_errors_detail") or {}
-        for scope in scopes:
-            for key, value in sorted((detail.get(scope) or {}).items()):
-                if "correctable" in key and not isinstance(value, dict) and value is None:
-                    unreadable.append("%s.%s" % (scope, key))
-        if unreadable:
-            out.append(make_finding(
-                "ECC_COUNTERS_UNREADABLE", "fail", node,
-                "%s ECC is enabled but its error counters cannot be read: %s" % (_name(gpu), ", ".join(unreadable)),
-                "Reset the GPU (nvidia-smi -r -i %s) or reboot; an unreadable counter cannot be judged "
-                "healthy" % gpu.get("index"),
-                value=unreadable, threshold="readable", counter="ecc.errors", **ref))
+    unreadable = _unreadable_ecc_counters(gpu) if current is True else []
+    if unreadable:
+        out.append(make_finding(
+            "ECC_COUNTERS_UNREADABLE", "fail", node,
+            "%s ECC is enabled but its error counters cannot be read: %s" % (_name(gpu), ", ".join(unreadable)),
+            "Reset the GPU (nvidia-smi -r -i %s) or reboot; an unreadable counter cannot be judged "
+            "healthy" % gpu.get("index"),
+            value=unreadable, threshold="readable", counter="ecc.errors", **ref))
     for scope, kind, code, severity, limit, fix in checks:
         value = to_int((errors.get(scope) or {}).get(kind))
         if value is not None and limit is not None and value > limit:

@@ -13,8 +13,7 @@ Every parser returns the same shape, one dict per CA (HCA)::
                 "rate_gbps": 400, "link_layer": "InfiniBand"}]}
 
 States are normalised to ibstat's spelling (``Active``, ``Down``, ``Initializing``, ``Armed``;
-``LinkUp``, ``Polling``, ``Disabled`` ...) whatever the source ("4: ACTIVE" in sysfs and
-ibstatus, "PORT_ACTIVE (4)" in ibv_devinfo).
+``LinkUp``, ``Polling``, ``Disabled`` ...) whatever the source ("4: ACTIVE" in sysfs).
 """
 
 from __future__ import annotations
@@ -241,147 +240,9 @@ def ibstat_errors(text):
     return parse_ibstat_with_errors(text)[1]
 
 
-_IBSTATUS_HEADER = re.compile(
-    r"^Infiniband device\s+'(?P<ca>[^']+)'\s+port\s+(?P<port>\d+)\s+status\s*:\s*$", re.IGNORECASE
-)
-
-
 def _rate_detail(value):
     match = re.search(r"\(([^)]*)\)", value or "")
     return match.group(1).strip() if match else None
-
-
-def parse_ibstatus(text):
-    """Parse ``ibstatus`` output (one block per device and port) into the parse_ibstat shape.
-
-    ibstatus does not print CA type or firmware, so those stay None.
-    """
-    cas = []
-    by_name = {}
-    port = None
-    for raw in (text or "").splitlines():
-        line = raw.rstrip()
-        if not line.strip():
-            continue
-        match = _IBSTATUS_HEADER.match(line.strip())
-        if match:
-            name = match.group("ca")
-            if name not in by_name:
-                by_name[name] = _new_ca(name)
-                cas.append(by_name[name])
-            port = {"port": int(match.group("port"))}
-            by_name[name]["ports"].append(port)
-            continue
-        match = _KEY_VALUE.match(line)
-        if not (match and port is not None):
-            continue
-        key = match.group("key").strip().lower()
-        value = match.group("value")
-        if key == "state":
-            port["state"] = normalize_state(value)
-        elif key == "phys state":
-            port["physical_state"] = normalize_phys_state(value)
-        elif key == "rate":
-            port["rate_gbps"] = parse_rate(value)
-            port["rate_detail"] = _rate_detail(value)
-        elif key in ("link_layer", "link layer"):
-            port["link_layer"] = value
-        elif key == "base lid":
-            port["base_lid"] = _int(value)
-        elif key == "sm lid":
-            port["sm_lid"] = _int(value)
-        elif key == "default gid":
-            port["default_gid"] = value
-        else:
-            port[_snake(key)] = value
-    return cas
-
-
-_DEVINFO_HCA = re.compile(r"^\s*hca_id\s*:\s*(?P<ca>\S+)\s*$")
-_DEVINFO_PORT = re.compile(r"^\s*port\s*:\s*(?P<port>\d+)\s*$")
-_DEVINFO_GID = re.compile(
-    r"^\s*GID\[\s*(?P<index>\d+)\s*\]\s*:\s*(?P<gid>[0-9A-Fa-f:.]+)\s*(?:,\s*(?P<type>.+?))?\s*$"
-)
-_DEVINFO_CA_KEYS = {
-    "transport": "transport",
-    "fw_ver": "firmware",
-    "node_guid": "node_guid",
-    "sys_image_guid": "system_guid",
-    "vendor_id": "vendor_id",
-    "vendor_part_id": "vendor_part_id",
-    "hw_ver": "hardware_version",
-    "board_id": "board_id",
-    "phys_port_cnt": "number_of_ports",
-}
-
-
-def parse_ibv_devinfo(text):
-    """Parse ``ibv_devinfo`` (optionally ``-v``) output into the parse_ibstat shape.
-
-    Ports carry ``state``, ``physical_state`` (``-v`` only), ``active_mtu``/``max_mtu`` (bytes),
-    ``sm_lid``, ``port_lid``, ``link_layer``, and ``gids`` (``-v`` only:
-    ``[{index, gid, type}]``, type e.g. "RoCE v2"). ``ca_type`` is derived from
-    ``vendor_part_id`` the way ibstat prints it (4129 -> "MT4129").
-    """
-    cas = []
-    ca = None
-    port = None
-    for raw in (text or "").splitlines():
-        line = raw.rstrip()
-        if not line.strip():
-            continue
-        match = _DEVINFO_HCA.match(line)
-        if match:
-            ca = _new_ca(match.group("ca"))
-            cas.append(ca)
-            port = None
-            continue
-        if ca is None:
-            continue
-        match = _DEVINFO_PORT.match(line)
-        if match:
-            port = {"port": int(match.group("port"))}
-            ca["ports"].append(port)
-            continue
-        match = _DEVINFO_GID.match(line)
-        if match and port is not None:
-            port.setdefault("gids", []).append(
-                {"index": int(match.group("index")), "gid": match.group("gid"), "type": match.group("type")}
-            )
-            continue
-        if ":" not in line:
-            continue  # -v continuation lines (capability flag names) and "Device ports:"
-        key, _sep, value = line.strip().partition(":")
-        key = key.strip().lower()
-        value = value.strip()
-        if port is None:
-            if key in _DEVINFO_CA_KEYS:
-                name = _DEVINFO_CA_KEYS[key]
-                if name in ("node_guid", "system_guid"):
-                    value = normalize_guid(value)
-                elif name in ("number_of_ports", "vendor_part_id"):
-                    value = _int(value)
-                ca[name] = value
-            continue
-        if key == "state":
-            port["state"] = normalize_state(value)
-        elif key == "phys_state":
-            port["physical_state"] = normalize_phys_state(value)
-        elif key in ("max_mtu", "active_mtu"):
-            port[key] = _number(value)
-        elif key in ("sm_lid", "port_lid"):
-            port[key] = _int(value)
-        elif key == "port_lmc":
-            port["lmc"] = _int(value)
-        elif key == "link_layer":
-            port["link_layer"] = value
-        elif key in ("active_width", "active_speed"):
-            port[key] = re.sub(r"\s*\(\d+\)\s*$", "", value)
-    for ca in cas:
-        part = ca.get("vendor_part_id")
-        if part is not None and ca.get("ca_type") is None:
-            ca["ca_type"] = "MT%d" % part
-    return cas
 
 
 def roce_gid_index(port, version="RoCE v2"):
@@ -398,7 +259,7 @@ def roce_gid_index(port, version="RoCE v2"):
 def active_ports(cas):
     """``[{ca, port, rate_gbps, link_layer}]`` for every port that is Active and LinkUp.
 
-    A port whose physical state is unknown (ibstatus without phys state) counts on its logical
+    A port whose physical state is unknown (a source without one) counts on its logical
     state alone.
     """
     found = []

@@ -195,6 +195,77 @@ def _pick_socket_ifname(socket_ifname, nics):
     return None
 
 
+def _hca_entries(active, affinity):
+    """``(["mlx5_0:1", ...] in GPU-affinity order, [(gpu, hca, distance)])``."""
+    names, pairs = affinity_order([p["ca"] for p in active], affinity)
+    port_of = {}
+    for p in active:
+        port_of.setdefault(p["ca"], []).append(p["port"])
+    return ["%s:%s" % (name, port) for name in names for port in sorted(port_of[name])], pairs
+
+
+def _gdr_level(pairs, gdr_level):
+    """The operator's level, else the worst GPU-HCA distance, capped at GDR_LEVEL_CAP, at least PIX."""
+    if gdr_level:
+        return gdr_level
+    worst = max([DISTANCE[pair[2]] for pair in pairs] or [DISTANCE[GDR_LEVEL_CAP]])
+    worst = min(worst, DISTANCE[GDR_LEVEL_CAP])
+    return [k for k, v in DISTANCE.items() if v == max(worst, DISTANCE["PIX"])][0]
+
+
+def _rdma_env(active, ports, rdma_info, topology, gid_tables, gdr_level, env, warnings):
+    """NCCL over the Active fabric ports: HCA list, GID index on RoCE, GPUDirect level.
+    Returns ``(transport, entries, pairs, gid_source)``; sets ``env`` and appends ``warnings``."""
+    layers = {(p["link_layer"] or "").lower() for p in active}
+    transport = "ib" if layers == {"infiniband"} else "roce"
+    if len(layers) > 1:
+        transport = "mixed"
+        warnings.append("Fabric ports mix InfiniBand and Ethernet link layers; NCCL cannot "
+                        "stripe across both well: list the HCAs in nccl_config_ib_hcas")
+    affinity = gpu_nic_affinity(topology)
+    entries, pairs = _hca_entries(active, affinity)
+    env["NCCL_IB_HCA"] = "=" + ",".join(entries)
+    if not affinity:
+        warnings.append("No GPU/NIC topology: NCCL_IB_HCA is in name order, not GPU-affinity order")
+    gid_source = None
+    if transport in ("roce", "mixed"):
+        index, gid_source = _gid_index([p for p in active if (p["link_layer"] or "").lower()
+                                        == "ethernet"], gid_tables, warnings)
+        env["NCCL_IB_GID_INDEX"] = str(index)
+    if rdma_info.get("peermem_loaded"):
+        env["NCCL_NET_GDR_LEVEL"] = _gdr_level(pairs, gdr_level)
+    else:
+        warnings.append(
+            "nvidia_peermem is not loaded: without GPUDirect RDMA every inter-node transfer is "
+            "staged through host memory (NCCL uses GDR only through DMA-BUF where the kernel and "
+            "driver support it)")
+    down = ["%s:%s" % (p["ca"], p["port"]) for p in ports if p["role"] == "compute" and not p["active"]]
+    if down:
+        warnings.append("Fabric ports not Active, left out of NCCL_IB_HCA: %s" % ", ".join(down))
+    return transport, entries, pairs, gid_source
+
+
+def _socket_warning(ifname, nics):
+    speed = None
+    for nic in nics or []:
+        if nic.get("name") == ifname:
+            speed = nic.get("speed_mbps")
+    return (
+        "No Active RDMA port: NCCL falls back to TCP sockets over %s%s. Inter-node collectives "
+        "are then limited to that NIC's TCP throughput (one 400 Gb/s IB rail moves about 50 GB/s; "
+        "a 25 GbE socket path about 3 GB/s) and pay kernel-copy latency on every step" % (
+            ifname or "an unnamed interface", " (%s Mb/s)" % speed if speed else ""))
+
+
+def _apply_overrides(env, overrides):
+    """Operator values win; a None value removes a derived key."""
+    for key, value in (overrides or {}).items():
+        if value is None:
+            env.pop(key, None)
+        else:
+            env[str(key)] = str(value) if not isinstance(value, bool) else ("1" if value else "0")
+
+
 def derive_nccl_env(rdma_info=None, topology=None, socket_ifname=None, nics=None, gid_tables=None,
                     overrides=None, hcas=None, gdr_level=None):
     """Return ``{env, transport, hcas, excluded, warnings, gid_index_source, gpu_hca_pairs}``.
@@ -202,7 +273,7 @@ def derive_nccl_env(rdma_info=None, topology=None, socket_ifname=None, nics=None
     ``rdma_info``: the rdma_info result (``cas``, ``peermem_loaded``). ``topology``: the
     gpu_info ``topology``. ``socket_ifname``: the interface for NCCL's bootstrap/socket traffic
     (the role passes the default-route interface); else the first up NIC of ``nics``.
-    ``gid_tables``: ``{"mlx5_0:1": [{index, gid, type}]}`` read from sysfs/ibv_devinfo.
+    ``gid_tables``: ``{"mlx5_0:1": [{index, gid, type}]}`` read from sysfs.
     ``overrides``: operator values; they win, and a None value removes a derived key.
     ``hcas``: operator list of fabric HCAs (``"mlx5_0"`` / ``"mlx5_0:1"``).
     """
@@ -212,8 +283,7 @@ def derive_nccl_env(rdma_info=None, topology=None, socket_ifname=None, nics=None
     warnings = []
     env = {}
     ports = classify_ports(rdma_info.get("cas") or [], hcas or None)
-    fabric = [p for p in ports if p["role"] == "compute"]
-    active = [p for p in fabric if p["active"]]
+    active = [p for p in ports if p["role"] == "compute" and p["active"]]
     excluded = [{"ca": p["ca"], "port": p["port"],
                  "reason": p["reason"] if p["role"] != "compute" else
                  "%s/%s" % (p["state"], p["physical_state"])}
@@ -223,64 +293,14 @@ def derive_nccl_env(rdma_info=None, topology=None, socket_ifname=None, nics=None
         env["NCCL_SOCKET_IFNAME"] = ifname
     else:
         warnings.append("No up network interface found for NCCL_SOCKET_IFNAME; NCCL will guess")
-    pairs = []
-    entries = []
-    gid_source = None
     if active:
-        layers = {(p["link_layer"] or "").lower() for p in active}
-        transport = "ib" if layers == {"infiniband"} else "roce"
-        if len(layers) > 1:
-            transport = "mixed"
-            warnings.append("Fabric ports mix InfiniBand and Ethernet link layers; NCCL cannot "
-                            "stripe across both well: list the HCAs in nccl_config_ib_hcas")
-        affinity = gpu_nic_affinity(topology)
-        names, pairs = affinity_order([p["ca"] for p in active], affinity)
-        port_of = {}
-        for p in active:
-            port_of.setdefault(p["ca"], []).append(p["port"])
-        for name in names:
-            for port in sorted(port_of[name]):
-                entries.append("%s:%s" % (name, port))
-        env["NCCL_IB_HCA"] = "=" + ",".join(entries)
-        if not affinity:
-            warnings.append("No GPU/NIC topology: NCCL_IB_HCA is in name order, not GPU-affinity order")
-        if transport in ("roce", "mixed"):
-            index, gid_source = _gid_index([p for p in active if (p["link_layer"] or "").lower()
-                                            == "ethernet"], gid_tables, warnings)
-            env["NCCL_IB_GID_INDEX"] = str(index)
-        if rdma_info.get("peermem_loaded"):
-            level = gdr_level
-            if not level:
-                worst = max([DISTANCE[pair[2]] for pair in pairs] or [DISTANCE[GDR_LEVEL_CAP]])
-                worst = min(worst, DISTANCE[GDR_LEVEL_CAP])
-                level = [k for k, v in DISTANCE.items() if v == max(worst, DISTANCE["PIX"])][0]
-            env["NCCL_NET_GDR_LEVEL"] = level
-        else:
-            warnings.append(
-                "nvidia_peermem is not loaded: without GPUDirect RDMA every inter-node transfer is "
-                "staged through host memory (NCCL uses GDR only through DMA-BUF where the kernel and "
-                "driver support it)")
-        if any(p["role"] == "compute" and not p["active"] for p in ports):
-            down = ["%s:%s" % (p["ca"], p["port"]) for p in ports
-                    if p["role"] == "compute" and not p["active"]]
-            warnings.append("Fabric ports not Active, left out of NCCL_IB_HCA: %s" % ", ".join(down))
+        transport, entries, pairs, gid_source = _rdma_env(active, ports, rdma_info, topology, gid_tables,
+                                                          gdr_level, env, warnings)
     else:
-        transport = "socket"
+        transport, entries, pairs, gid_source = "socket", [], [], None
         env["NCCL_IB_DISABLE"] = "1"
-        speed = None
-        for nic in nics or []:
-            if nic.get("name") == ifname:
-                speed = nic.get("speed_mbps")
-        warnings.append(
-            "No Active RDMA port: NCCL falls back to TCP sockets over %s%s. Inter-node collectives "
-            "are then limited to that NIC's TCP throughput (one 400 Gb/s IB rail moves about 50 GB/s; "
-            "a 25 GbE socket path about 3 GB/s) and pay kernel-copy latency on every step" % (
-                ifname or "an unnamed interface", " (%s Mb/s)" % speed if speed else ""))
-    for key, value in (overrides or {}).items():
-        if value is None:
-            env.pop(key, None)
-        else:
-            env[str(key)] = str(value) if not isinstance(value, bool) else ("1" if value else "0")
+        warnings.append(_socket_warning(ifname, nics))
+    _apply_overrides(env, overrides)
     return {
         "env": dict(sorted(env.items())),
         "transport": transport,
@@ -290,11 +310,3 @@ def derive_nccl_env(rdma_info=None, topology=None, socket_ifname=None, nics=None
         "gid_index_source": gid_source,
         "gpu_hca_pairs": [{"gpu": g, "hca": h, "distance": t} for g, h, t in pairs],
     }
-
-
-def render_conf(env, header=None):
-    """``NCCL_X=value`` lines (what /etc/nccl.conf holds), sorted, with an optional header."""
-    lines = list(header or [])
-    for key in sorted(env):
-        lines.append("%s=%s" % (key, env[key]))
-    return "\n".join(lines) + "\n"

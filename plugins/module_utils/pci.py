@@ -1,6 +1,6 @@
 # -*- coding: utf-8 -*-
-# Copyright: gpufleet contributors
-# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+# Copyright: gpufleet engineers
+# Apache-2.0 (see galaxy.yml)
 """PCI helpers: bus-id normalization and NVIDIA device discovery from sysfs.
 
 PRIVATE to the gpufleet.cluster collection. Pure functions over a directory tree
@@ -45,15 +45,6 @@ def normalize_pci_bus_id(bus_id):
         return None
     domain = int(m.group("domain") or "0", 16)
     return "%08X:%02X:%02X.%s" % (domain, int(m.group("bus"), 16), int(m.group("dev"), 16), m.group("fn"))
-
-
-def sysfs_pci_name(bus_id):
-    """The sysfs directory name (``0000:18:00.0``) for a bus id in any form, or None."""
-    norm = normalize_pci_bus_id(bus_id)
-    if norm is None:
-        return None
-    domain, rest = norm.split(":", 1)
-    return ("%04x:%s" % (int(domain, 16), rest)).lower()
 
 
 def _read(path):

@@ -162,59 +162,63 @@ def _model_for(name_or_id):
     return lookup_model(name_or_id) if name_or_id else None
 
 
-def node_summary(gpu_info, rdma_info, host_info):
-    """Flatten the three facts modules' results for one node (see module doc)."""
-    gpu_info = gpu_info or {}
-    rdma_info = rdma_info or {}
-    host_info = host_info or {}
+def _gpus_from_smi(smi_gpus):
+    gpus = []
+    for pos, g in enumerate(smi_gpus):
+        model = _model_for(g.get("name"))
+        mib = _int(g.get("memory_total_mib"))
+        ecc = g.get("ecc_mode") or {}
+        pcie = g.get("pcie") or {}
+        gpus.append({
+            "index": _int(g.get("index")) if g.get("index") is not None else pos,
+            "bus_id": g.get("pci_bus_id"),
+            "name": g.get("name"),
+            "model": model,
+            "memory_mib": mib,
+            "memory_source": "nvidia-smi" if mib is not None else ("model table" if model else None),
+            "compute_capability": _norm_cc(g.get("compute_capability")) or (model or {}).get("compute_capability"),
+            "vbios_version": g.get("vbios_version"),
+            "pcie_width": _int(pcie.get("width_current")),
+            "ecc_current": _on_off(ecc.get("current")),
+            "ecc_pending": _on_off(ecc.get("pending")),
+            "persistence": _on_off(g.get("persistence_mode")),
+        })
+    return gpus
 
-    status = gpu_info.get("status")
+
+def _gpus_from_pci(pci_gpus):
+    """Before the driver: the model from the PCI device id, nothing the driver would report."""
+    gpus = []
+    for pos, d in enumerate(pci_gpus):
+        model = _model_for(d.get("device_id")) or _model_for(d.get("model"))
+        gpus.append({
+            "index": pos,
+            "bus_id": d.get("bus_id"),
+            "name": (model or {}).get("name") or d.get("model") or d.get("device_id"),
+            "model": model,
+            "memory_mib": None,
+            "memory_source": None,
+            "compute_capability": (model or {}).get("compute_capability"),
+            "vbios_version": None,
+            "pcie_width": None,
+            "ecc_current": None,
+            "ecc_pending": None,
+            "persistence": None,
+        })
+    return gpus
+
+
+def _node_gpus(gpu_info):
+    """``(gpus, source)``: nvidia-smi's GPUs, else the PCI ones; memory the driver did not report
+    comes from the model table."""
     smi_gpus = list(gpu_info.get("gpus") or [])
     pci_gpus = [d for d in (gpu_info.get("pci_devices") or []) if (d or {}).get("kind") == "gpu"]
-
-    gpus = []
     if smi_gpus:
-        source = "nvidia-smi"
-        for pos, g in enumerate(smi_gpus):
-            model = _model_for(g.get("name"))
-            mib = _int(g.get("memory_total_mib"))
-            ecc = g.get("ecc_mode") or {}
-            pcie = g.get("pcie") or {}
-            gpus.append({
-                "index": _int(g.get("index")) if g.get("index") is not None else pos,
-                "bus_id": g.get("pci_bus_id"),
-                "name": g.get("name"),
-                "model": model,
-                "memory_mib": mib,
-                "memory_source": "nvidia-smi" if mib is not None else ("model table" if model else None),
-                "compute_capability": _norm_cc(g.get("compute_capability")) or (model or {}).get("compute_capability"),
-                "vbios_version": g.get("vbios_version"),
-                "pcie_width": _int(pcie.get("width_current")),
-                "ecc_current": _on_off(ecc.get("current")),
-                "ecc_pending": _on_off(ecc.get("pending")),
-                "persistence": _on_off(g.get("persistence_mode")),
-            })
+        gpus, source = _gpus_from_smi(smi_gpus), "nvidia-smi"
     elif pci_gpus:
-        source = "pci"
-        for pos, d in enumerate(pci_gpus):
-            model = _model_for(d.get("device_id")) or _model_for(d.get("model"))
-            gpus.append({
-                "index": pos,
-                "bus_id": d.get("bus_id"),
-                "name": (model or {}).get("name") or d.get("model") or d.get("device_id"),
-                "model": model,
-                "memory_mib": None,
-                "memory_source": None,
-                "compute_capability": (model or {}).get("compute_capability"),
-                "vbios_version": None,
-                "pcie_width": None,
-                "ecc_current": None,
-                "ecc_pending": None,
-                "persistence": None,
-            })
+        gpus, source = _gpus_from_pci(pci_gpus), "pci"
     else:
-        source = "none"
-
+        gpus, source = [], "none"
     for g in gpus:
         if g["memory_mib"] is None and g["model"]:
             table_mib = g["model"].get("memory_mib")
@@ -223,15 +227,17 @@ def node_summary(gpu_info, rdma_info, host_info):
             if table_mib is not None:
                 g["memory_mib"] = table_mib
                 g["memory_source"] = "model table"
+    return gpus, source
 
+
+def _gpu_fields(gpu_info, gpus, source):
+    """The summary's GPU scalars: model, counts, memory, compute capability, ECC, PCIe, NVSwitch."""
     pci_count = _int(gpu_info.get("pci_gpu_count"))
     driver_count = _int(gpu_info.get("driver_gpu_count"))
-    if driver_count is None and smi_gpus:
-        driver_count = len(smi_gpus)
+    if driver_count is None and gpu_info.get("gpus"):
+        driver_count = len(gpu_info["gpus"])
     gpu_count = max([c for c in (pci_count, driver_count, len(gpus)) if c is not None] or [0])
-
     mems = [g["memory_mib"] for g in gpus if g["memory_mib"] is not None]
-    vram_total = sum(mems) if mems and len(mems) == len(gpus) else None
     nominal = []
     for g in gpus:
         gib = (g["model"] or {}).get("memory_gib")
@@ -240,41 +246,9 @@ def node_summary(gpu_info, rdma_info, host_info):
         nominal.append(gib)
     ecc_caps = [(g["model"] or {}).get("ecc_capable") if g["model"] else None for g in gpus]
     vram_sources = sorted({g["memory_source"] for g in gpus if g["memory_source"]})
-
-    cas = list(rdma_info.get("cas") or [])
-    active = list(rdma_info.get("active_ports") or [])
-    ports_total = sum(len(ca.get("ports") or []) for ca in cas)
-    active_rates = [_number(p.get("rate_gbps")) for p in active]
-
-    cpu = host_info.get("cpu") or {}
-    memory = host_info.get("memory") or {}
-    cores = _int(cpu.get("cores"))
-    mem_mib = _int(memory.get("total_mib"))
-
-    nvme = [b for b in (host_info.get("block_devices") or []) if b.get("nvme")]
-    nic_best = None
-    nic_speeds_known = False
-    for nic in host_info.get("nics") or []:
-        speed = _int(nic.get("speed_mbps"))
-        if nic.get("link") is False or speed is None or speed <= 0:
-            continue
-        nic_speeds_known = True
-        if nic_best is None or speed > nic_best[1]:
-            nic_best = (nic.get("name"), speed)
-    for p in active:
-        rate = _number(p.get("rate_gbps"))
-        if rate:
-            nic_speeds_known = True
-            mbps = int(rate * 1000)
-            if nic_best is None or mbps > nic_best[1]:
-                nic_best = ("%s/%s" % (p.get("ca"), p.get("port")), mbps)
-
-    host_os = host_info.get("os") or {}
-    virt = host_info.get("virtualization") or {}
     widths = [g["pcie_width"] for g in gpus if g["pcie_width"] is not None]
-
-    summary = {
-        "gpu_status": status,
+    return {
+        "gpu_status": gpu_info.get("status"),
         "gpu_message": gpu_info.get("message"),
         "gpu_source": source,
         "gpu_model": _join([g["name"] for g in gpus]),
@@ -284,7 +258,7 @@ def node_summary(gpu_info, rdma_info, host_info):
         "pci_gpu_count": pci_count,
         "vram_mib": min(mems) if mems else None,
         "vram_source": ", ".join(vram_sources) if vram_sources else None,
-        "vram_total_mib": vram_total,
+        "vram_total_mib": sum(mems) if mems and len(mems) == len(gpus) else None,
         "vram_gib": min([n for n in nominal if n is not None]) if any(n is not None for n in nominal) else None,
         "compute_capability": _join([g["compute_capability"] for g in gpus]),
         "ecc_capable": (all(ecc_caps) if ecc_caps and None not in ecc_caps else None),
@@ -294,18 +268,60 @@ def node_summary(gpu_info, rdma_info, host_info):
         "pcie_width": min(widths) if widths else None,
         "nvswitch_count": _int(gpu_info.get("pci_nvswitch_count")),
         "nvswitch": bool(gpu_info.get("nvswitch")),
+    }
+
+
+def _rdma_fields(rdma_info):
+    cas = list(rdma_info.get("cas") or [])
+    active = list(rdma_info.get("active_ports") or [])
+    active_rates = [_number(p.get("rate_gbps")) for p in active]
+    return {
         "hca_count": len(cas),
         "hca_rate_gbps": _join([r if r is None or r != int(r) else int(r) for r in active_rates]),
         "hca_firmware": _join([ca.get("firmware") for ca in cas]),
         "rdma_source": rdma_info.get("source"),
         "rdma_active_ports": len(active),
-        "rdma_ports_total": ports_total,
+        "rdma_ports_total": sum(len(ca.get("ports") or []) for ca in cas),
+    }
+
+
+def _fastest_link(nics, active_ports):
+    """``((name, Mb/s) or None, whether any speed was known)`` over the NICs that are up and the
+    Active RDMA ports."""
+    best = None
+    known = False
+    for nic in nics or []:
+        speed = _int(nic.get("speed_mbps"))
+        if nic.get("link") is False or speed is None or speed <= 0:
+            continue
+        known = True
+        if best is None or speed > best[1]:
+            best = (nic.get("name"), speed)
+    for p in active_ports:
+        rate = _number(p.get("rate_gbps"))
+        if rate:
+            known = True
+            mbps = int(rate * 1000)
+            if best is None or mbps > best[1]:
+                best = ("%s/%s" % (p.get("ca"), p.get("port")), mbps)
+    return best, known
+
+
+def _host_fields(host_info, active_ports, gpu_count, vram_total):
+    """CPU and memory (per GPU and per VRAM), NVMe, the fastest link, OS, kernel, virtualization."""
+    cpu = host_info.get("cpu") or {}
+    cores = _int(cpu.get("cores"))
+    mem_mib = _int((host_info.get("memory") or {}).get("total_mib"))
+    nic_best, nic_speeds_known = _fastest_link(host_info.get("nics"), active_ports)
+    host_os = host_info.get("os") or {}
+    virt = host_info.get("virtualization") or {}
+    return {
         "cpu_model": cpu.get("model"),
         "cpu_cores": cores,
         "cpu_cores_per_gpu": round(cores / float(gpu_count), 2) if cores and gpu_count else None,
         "memory_total_mib": mem_mib,
         "ram_per_vram": round(mem_mib / float(vram_total), 2) if mem_mib and vram_total else None,
-        "nvme_count": len(nvme),
+        "nvme_count": len([b for b in (host_info.get("block_devices") or []) if b.get("nvme")]),
         "nic_max_gbps": (nic_best[1] / 1000.0) if nic_best else None,
         "nic_max_name": nic_best[0] if nic_best else None,
         "nic_speed_known": nic_speeds_known,
@@ -315,21 +331,37 @@ def node_summary(gpu_info, rdma_info, host_info):
         "os_key": os_key(host_os.get("id"), host_os.get("version_id")),
         "os_family": host_os.get("family"),
         "virtualization": virt.get("type") if (virt.get("container") or virt.get("vm")) else None,
-        "gpus": [
-            {
-                "index": g["index"],
-                "bus_id": g["bus_id"],
-                "name": g["name"],
-                "model_key": (g["model"] or {}).get("key"),
-                "compute_capability": g["compute_capability"],
-                "ecc_capable": (g["model"] or {}).get("ecc_capable") if g["model"] else None,
-                "ecc_current": g["ecc_current"],
-                "ecc_pending": g["ecc_pending"],
-                "persistence": g["persistence"],
-            }
-            for g in gpus
-        ],
     }
+
+
+def _gpu_rows(gpus):
+    """The short per-GPU list the per-GPU checks read."""
+    return [
+        {
+            "index": g["index"],
+            "bus_id": g["bus_id"],
+            "name": g["name"],
+            "model_key": (g["model"] or {}).get("key"),
+            "compute_capability": g["compute_capability"],
+            "ecc_capable": (g["model"] or {}).get("ecc_capable") if g["model"] else None,
+            "ecc_current": g["ecc_current"],
+            "ecc_pending": g["ecc_pending"],
+            "persistence": g["persistence"],
+        }
+        for g in gpus
+    ]
+
+
+def node_summary(gpu_info, rdma_info, host_info):
+    """Flatten the three facts modules' results for one node (see module doc)."""
+    gpu_info = gpu_info or {}
+    rdma_info = rdma_info or {}
+    gpus, source = _node_gpus(gpu_info)
+    summary = _gpu_fields(gpu_info, gpus, source)
+    summary.update(_rdma_fields(rdma_info))
+    summary.update(_host_fields(host_info or {}, list(rdma_info.get("active_ports") or []),
+                                summary["gpu_count"], summary["vram_total_mib"]))
+    summary["gpus"] = _gpu_rows(gpus)
     return summary
 
 

@@ -1,23 +1,19 @@
 """nccl_env: NCCL settings derived from the real ibstat and topo captures."""
 
+from pathlib import Path
+
 import pytest
 from ansible.errors import AnsibleFilterError
 
 from fixtures_path import FIXTURES
 from ansible_collections.gpufleet.cluster.plugins.filter.nccl_env import FilterModule, nccl_env
-from ansible_collections.gpufleet.cluster.plugins.module_utils.ibstat import (
-    parse_ibstat,
-    parse_ibstatus,
-    parse_ibv_devinfo,
-)
-from ansible_collections.gpufleet.cluster.plugins.module_utils.nccl_env import (
-    classify_ports,
-    render_conf,
-)
+from ansible_collections.gpufleet.cluster.plugins.module_utils.ibstat import parse_ibstat
+from ansible_collections.gpufleet.cluster.plugins.module_utils.nccl_env import classify_ports
 from ansible_collections.gpufleet.cluster.plugins.module_utils.nvidia_smi import (
     parse_nvidia_smi_topo,
 )
 
+REPO = Path(__file__).resolve().parents[4]
 IB8_BOND = "ibstat/h100-cx7-400-ib-x8-plus-bf3-bond-eth-200.txt"
 IB8_ETH_DOWN = "ibstat/h100-cx7-400-ib-x8-cx6dx-eth-3-ports-down.txt"
 ROCE12 = "ibstat/h100-12hca-cx7-400-roce-cx6dx-100-eth-all-active.txt"
@@ -109,11 +105,10 @@ def test_roce_node_uses_the_400g_cx7_group_and_sets_a_gid_index_with_a_warning()
 
 
 def test_roce_gid_index_comes_from_the_gid_table_when_readable():
-    devinfo = parse_ibv_devinfo(read("ibv_devinfo/cx7-roce-bond-h20-excerpt-deepep-issue137.txt"))
-    port = devinfo[0]["ports"][0]
-    cas = [{"ca": devinfo[0]["ca"], "ca_type": devinfo[0]["ca_type"],
-            "ports": [dict(port, rate_gbps=port.get("rate_gbps") or 400)]}]
-    tables = {"%s:1" % devinfo[0]["ca"]: [
+    # The RoCE bond ibv_devinfo shows in tests/fixtures/ibv_devinfo/cx7-roce-bond-h20-excerpt-deepep-issue137.txt.
+    cas = [{"ca": "mlx5_bond_0", "ca_type": "MT4129", "ports": [
+        {"port": 1, "state": "Active", "physical_state": "LinkUp", "rate_gbps": 400, "link_layer": "Ethernet"}]}]
+    tables = {"mlx5_bond_0:1": [
         {"index": 0, "gid": "fe80:0000:0000:0000:0000:00ff:fe00:0001", "type": "IB/RoCE v1"},
         {"index": 1, "gid": "fe80:0000:0000:0000:0000:00ff:fe00:0001", "type": "RoCE v2"},
         {"index": 2, "gid": "0000:0000:0000:0000:0000:ffff:0a00:0005", "type": "IB/RoCE v1"},
@@ -154,13 +149,6 @@ def test_no_active_rdma_falls_back_to_sockets_with_a_cost_warning(rel):
     assert any("sockets" in w and "eno1" in w and "25000" in w for w in result["warnings"])
 
 
-def test_ibstatus_source_works_too():
-    cas = parse_ibstatus(read("ibstat/ibstatus-a100-azure-cx6-vf-hdr200-x8.txt"))
-    result = nccl_env({"cas": cas, "peermem_loaded": True})
-    assert len(hca_list(result)) == 8
-    assert result["transport"] == "ib"
-
-
 def test_operator_values_override_and_null_removes():
     result = nccl_env(rdma(IB8_BOND), socket_ifname="eth0",
                       overrides={"NCCL_IB_HCA": "=mlx5_0:1", "NCCL_DEBUG": "WARN",
@@ -184,11 +172,26 @@ def test_classify_rule_on_every_capture_keeps_slower_types_out():
         assert compute_types == {"MT4129"}, rel
 
 
-def test_render_conf_and_filter_registration():
+def render_nccl_conf(derived):
+    """/etc/nccl.conf as the nccl_config role writes it: the role's template, rendered by Ansible."""
+    from ansible.parsing.dataloader import DataLoader
+    from ansible.template import Templar
+    try:
+        from ansible.template import trust_as_template
+    except ImportError:  # ansible-core < 2.19 trusts every template
+        def trust_as_template(text):
+            return text
+    source = (REPO / "roles" / "nccl_config" / "templates" / "etc" / "nccl.conf.j2").read_text()
+    templar = Templar(loader=DataLoader(), variables={"__nccl_config": derived, "ansible_managed": "managed"})
+    return templar.template(trust_as_template(source))
+
+
+def test_the_roles_template_writes_the_derived_env_and_the_filter_is_registered():
     result = nccl_env(rdma(IB8_BOND), socket_ifname="eth0")
-    text = render_conf(result["env"], ["# managed"])
-    assert text.splitlines()[0] == "# managed"
-    assert "NCCL_IB_HCA=" + result["env"]["NCCL_IB_HCA"] in text.splitlines()
+    lines = render_nccl_conf(result).splitlines()
+    assert lines[:3] == ["#", "# managed", "#"]  # ansible_managed | comment
+    assert "NCCL_IB_HCA=" + result["env"]["NCCL_IB_HCA"] in lines
+    assert [line for line in lines if not line.startswith("#")] == ["%s=%s" % kv for kv in sorted(result["env"].items())]
     assert FilterModule().filters()["nccl_env"] is nccl_env
     with pytest.raises(AnsibleFilterError):
         nccl_env(["not", "a", "dict"])

@@ -6,10 +6,12 @@ import pytest
 from ansible_collections.gpufleet.cluster.plugins.module_utils.findings import validate_finding
 from ansible_collections.gpufleet.cluster.plugins.module_utils.homogeneity import (
     DEFAULT_PROPERTIES,
-    build_report,
-    failure_messages,
     homogeneity,
     outlier_findings,
+)
+from ansible_collections.gpufleet.cluster.plugins.module_utils.preflight_report import (
+    build_report,
+    failure_messages,
     render_markdown,
     summary_table,
 )

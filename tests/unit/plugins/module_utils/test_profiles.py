@@ -344,7 +344,7 @@ def test_a_profile_without_the_ratio_asks_nothing():
 
 
 def test_not_checked_is_not_a_pass_in_the_summary(training):
-    from ansible_collections.gpufleet.cluster.plugins.module_utils.homogeneity import build_report, summary_table
+    from ansible_collections.gpufleet.cluster.plugins.module_utils.preflight_report import build_report, summary_table
     host = host_facts()
     _no_memory(host)
     summaries = {"n1": h100_node(), "n2": node_summary(gpu_facts(H100_X8, 4), rdma_facts(), host)}
