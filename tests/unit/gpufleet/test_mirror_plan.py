@@ -69,8 +69,8 @@ def test_dnf_plans_name_nccl_without_the_version():
 
 @pytest.mark.parametrize("plan, words", [
     ({"error": "stack_plan: [REPO_LACKS_CUDA] no 12.2 on debian12"}, ["solver refused", "REPO_LACKS_CUDA"]),
-    ({k: v for k, v in PLAN.items() if k != "driver_recommended_version"}, ["driver_recommended_version",
-                                                                             "PLAN_CONTRACT.md"]),
+    ({k: v for k, v in PLAN.items() if k != "driver_recommended_version"},
+     ["driver_recommended_version", "PLAN_CONTRACT.md"]),
     (["not", "a", "plan"], ["not a stack plan"]),
 ])
 def test_a_bad_plan_is_refused_naming_what_is_wrong(plan, words):
