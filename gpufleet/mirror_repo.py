@@ -147,7 +147,10 @@ def download(url: str, timeout: int = 120) -> bytes:
 
 def checked_key(url: str, fingerprint: str, what: str) -> tuple[bytes, bytes]:
     """(the key file as published, a binary keyring of it) once it holds exactly the pinned key."""
-    data = download(url)
+    try:
+        data = download(url)
+    except MirrorError as exc:
+        raise MirrorError(f"{exc}; the repository's signing key must be reachable from this machine: check {what}") from None
     with tempfile.TemporaryDirectory(prefix="gpufleet-mirror-key-") as home:
         os.chmod(home, 0o700)
         key = Path(home) / "key"

@@ -131,6 +131,8 @@ def test_a_plan_is_mirrored_exactly_and_the_mirror_alone_serves_it(upstream, tmp
      ["/key.asc was refused", "the pin is EB693B3035CD5710E231E123A4B469963BF863CC", "--cuda-repo-key-fingerprint"]),
     (PLAN, {"--cuda-repo-url": "http://127.0.0.1:9/cuda"},
      ["http://127.0.0.1:9/cuda/ubuntu2204/x86_64", "reachable"]),
+    (PLAN, {"--cuda-repo-url": "http://127.0.0.1:9/cuda", "--cuda-repo-key-url": ""},
+     ["could not download http://127.0.0.1:9/cuda/ubuntu2204/x86_64/3bf863cc.pub", "--cuda-repo-key-url"]),
     (dict(PLAN, driver_recommended_version="535.999.99"), {},
      ["cuda-drivers-535 535.999.99 is not in the repository; it offers cuda-drivers-535 535.247.01"]),
     (PLAN, {"--wheel-source": "/nonexistent/wheels"}, ["'/nonexistent/wheels' is neither an http"]),

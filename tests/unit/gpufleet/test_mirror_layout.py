@@ -77,8 +77,8 @@ def test_an_upstream_key_is_taken_only_with_the_pinned_fingerprint(signer, tmp_p
             checked_key(url, "EB693B3035CD5710E231E123A4B469963BF863CC", "gpufleet_cuda_repo_key_fingerprint")
         assert url in str(err.value) and "the pin is EB693B3035CD5710E231E123A4B469963BF863CC" in str(err.value)
         assert "gpufleet_cuda_repo_key_fingerprint" in str(err.value)
-        with pytest.raises(MirrorError, match=f"could not download {server.url}/missing.pub"):
-            checked_key(f"{server.url}/missing.pub", signer.fingerprint, "x")
+        with pytest.raises(MirrorError, match=f"could not download {server.url}/missing.pub.*: check the key URL"):
+            checked_key(f"{server.url}/missing.pub", signer.fingerprint, "the key URL")
 
 
 def test_the_manifest_lists_every_file_with_its_checksum_and_origin(signer, tmp_path):
