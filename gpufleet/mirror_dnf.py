@@ -21,19 +21,24 @@ NOT_HERE = ("dnf is not available on this machine: the plan for {nodes} ({os}) i
             "RHEL or Rocky machine with dnf and createrepo_c (apt plans can be mirrored here)")
 
 
-def dnf_argv(target: Target, root: Path, dest: Path, key: Path, names: list[str]) -> list[str]:
-    """One `dnf download` that resolves every dependency against the CUDA repository and the OS archive
-    (when given), for the nodes' release and architecture, from an empty root."""
-    argv = ["dnf", "download", "--resolve", "--alldeps", "-y", f"--installroot={root}",
-            f"--releasever={target.major}", f"--forcearch={target.machine}", f"--destdir={dest}",
-            "--setopt=reposdir=/dev/null", "--setopt=install_weak_deps=False",
-            f"--repofrompath=gpufleet-cuda,{target.cuda.url}", "--setopt=gpufleet-cuda.gpgcheck=1",
-            f"--setopt=gpufleet-cuda.gpgkey=file://{key}"]
+def repo_options(target: Target, root: Path, key: Path) -> list[str]:
+    """The private root and the repositories (the CUDA repository and, when given, the OS archive), for the
+    nodes' release and architecture; no repository of this machine."""
+    options = [f"--installroot={root}", f"--releasever={target.major}", f"--forcearch={target.machine}",
+               "--setopt=reposdir=/dev/null", "--setopt=install_weak_deps=False",
+               f"--repofrompath=gpufleet-cuda,{target.cuda.url}", "--setopt=gpufleet-cuda.gpgcheck=1",
+               f"--setopt=gpufleet-cuda.gpgkey=file://{key}"]
     if target.os_archive and target.os_archive.url:
-        argv += [f"--repofrompath=gpufleet-os,{target.os_archive.url}", "--setopt=gpufleet-os.gpgcheck=1"]
+        options += [f"--repofrompath=gpufleet-os,{target.os_archive.url}", "--setopt=gpufleet-os.gpgcheck=1"]
         if target.os_archive.keyring:
-            argv.append(f"--setopt=gpufleet-os.gpgkey=file://{target.os_archive.keyring}")
-    return argv + names
+            options.append(f"--setopt=gpufleet-os.gpgkey=file://{target.os_archive.keyring}")
+    return options
+
+
+def dnf_argv(target: Target, root: Path, dest: Path, key: Path, names: list[str]) -> list[str]:
+    """One `dnf download` that resolves every dependency from an empty root."""
+    return ["dnf", "download", "--resolve", "--alldeps", "-y", f"--destdir={dest}",
+            *repo_options(target, root, key), *names]
 
 
 def rpm_requests(target: Target) -> tuple[list[str], list[str]]:
@@ -52,9 +57,8 @@ def fetch_rpms(target: Target, work: Path, key: Path) -> list[tuple[Path, str]]:
     root, dest = work / "root", work / "rpms"
     dest.mkdir(parents=True, exist_ok=True)
     streams, names = rpm_requests(target)
-    common = dnf_argv(target, root, dest, key, [])[2:]  # the same root and repositories for the module step
-    for stream in streams:
-        _run(["dnf", "module", "enable", *[a for a in common if not a.startswith("--destdir")], stream],
+    for stream in streams:  # dnf hides a module stream's packages until it is enabled (in the private root)
+        _run(["dnf", "module", "enable", "-y", *repo_options(target, root, key), stream],
              f"dnf cannot enable the module stream {stream} from {target.cuda.url}")
     _run(dnf_argv(target, root, dest, key, names), f"dnf cannot download {' '.join(names)} from {target.cuda.url}")
     return [(path, sha256_of(path)) for path in sorted(dest.glob("*.rpm"))]
