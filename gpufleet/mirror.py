@@ -249,7 +249,8 @@ def wheel_specs_of(targets: list[Target], wheel_source: str) -> dict[WheelSpec, 
                 + (f"pip installs torch from pytorch_wheel_dir={target.node_wheel_dir}, a directory on the nodes; "
                    "give --wheel-source with where those wheels are on this machine (a directory or index URL)"
                    if target.node_wheel_dir else "the plan names no wheel index; give --wheel-source"))
-        spec = WheelSpec(target.stack.wheel_requirements, target.python, target.glibc, target.machine, source)
+        spec = WheelSpec(target.stack.wheel_requirements, target.python, target.glibc, target.machine, source,
+                         lock=target.stack.wheel_lock)
         specs.setdefault(spec, []).extend(target.nodes)
     return specs
 
@@ -257,8 +258,9 @@ def wheel_specs_of(targets: list[Target], wheel_source: str) -> dict[WheelSpec, 
 def write_wheels(staging: Staging, specs: dict[WheelSpec, list[str]], work: Path, log) -> int:
     files: dict[str, tuple[str, str]] = {}
     for number, (spec, nodes) in enumerate(specs.items()):
-        print(f"gpufleet mirror: {', '.join(nodes)}: wheels {' '.join(spec.requirements)} for Python {spec.python} "
-              f"from {spec.source}", file=log, flush=True)
+        print(f"gpufleet mirror: {', '.join(nodes)}: wheels {' '.join(spec.requirements)}"
+              f"{' (as the lock file pins them)' if spec.lock else ''} for Python {spec.python} from {spec.source}",
+              file=log, flush=True)
         for wheel, path in fetch_wheels(spec, work / f"pip-{number}"):
             if wheel.filename not in files:
                 staging.add(f"{WHEEL_DIR}/{wheel.filename}", src=path, source=wheel.url, kind="wheel",

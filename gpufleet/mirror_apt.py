@@ -239,7 +239,7 @@ def check_requests(sandbox: AptSandbox, requests: list[dict]) -> dict:
     """The driver role's repository check, here: {name: version to install}; a clear error for what is missing."""
     pkg_repo = module_utils("pkg_repo")
     names = [r["name"] for r in requests]
-    result = pkg_repo.check_requests(requests, sandbox.offered(names), sandbox.all_names())
+    result = pkg_repo.check_requests(requests, sandbox.offered(names), sandbox.all_names(), scheme="deb")
     if not result["ok"]:
         raise MirrorError(f"the repository {sandbox._where()} cannot serve the plan: {result['message']}")
     return result["resolved"]

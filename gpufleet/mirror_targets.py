@@ -91,9 +91,12 @@ class Pins:
     driver_packages: tuple[str, ...] = ()
     nccl_version: str = ""
     nccl_names: tuple[str, ...] = ()  # the nccl role's names (libnccl2, and libnccl-dev unless nccl_install_dev is off)
-    pytorch_override: tuple[tuple[str, str], ...] = ()
     pytorch_index_url: str = ""
-    extra_wheels: tuple[str, ...] = ("numpy",)
+    # The pytorch role's own pins for this plan (its __pytorch_requirements and extras: inventory mode), or
+    # what it installs beside the plan's torch (numpy at its default, the extras: plan mode).
+    wheel_requirements: tuple[str, ...] = ()
+    extra_wheels: tuple[str, ...] = ()
+    wheel_lock: str = ""  # pytorch_requirements_lock's text: pip installs exactly what it pins
 
 
 @dataclass(frozen=True)
@@ -111,6 +114,7 @@ class StackPackages:
     nccl_version: str
     wheel_requirements: tuple[str, ...]
     wheel_index_url: str
+    wheel_lock: str
     summary: tuple[tuple[str, str], ...]  # for the manifest: cuda, driver, nccl, torch
 
 
@@ -130,13 +134,13 @@ def read_plan(plan: dict, pins: Pins = Pins()) -> StackPackages:
             item.split("=", 1)[0] if "=" in item else item[:-len(plan["nccl_package_version"]) - 1]
             for item in packages["nccl"])
         torch = plan.get("torch") or {}
-        wheels = torch_requirements(torch, dict(pins.pytorch_override))
+        wheels = list(pins.wheel_requirements) or (torch_requirements(torch) + list(pins.extra_wheels) if torch else [])
         return StackPackages(
             os=plan["os"], package_family=plan["package_family"], arch=plan.get("arch") or "x86_64",
             repository=plan["repository"], driver_version=pins.driver_version or plan["driver_recommended_version"],
             driver_names=tuple(dict.fromkeys(driver + switch)), toolkit_names=tuple(packages["toolkit"]),
             nccl_names=tuple(nccl_names), nccl_version=pins.nccl_version or plan["nccl_package_version"],
-            wheel_requirements=tuple(wheels + list(pins.extra_wheels)) if wheels else (),
+            wheel_requirements=tuple(wheels), wheel_lock=pins.wheel_lock,
             wheel_index_url=pins.pytorch_index_url or torch.get("index_url") or "",
             summary=(("cuda", plan["cuda_version"]), ("driver", pins.driver_version or plan["driver_recommended_version"]),
                      ("nccl", pins.nccl_version or plan["nccl_package_version"]),
@@ -146,18 +150,12 @@ def read_plan(plan: dict, pins: Pins = Pins()) -> StackPackages:
                           "give the plan.json preflight writes, or -i INVENTORY") from None
 
 
-def torch_requirements(torch: dict, override: dict) -> list[str]:
-    """pip requirements as the pytorch role writes them (`torch==<version>+<variant>`, its companions)."""
-    if not torch and not override:
-        return []
-    want = override or torch
-    variant = str(want.get("variant") or "")
+def torch_requirements(torch: dict) -> list[str]:
+    """The plan's torch pins as the pytorch role writes them (`torch==<version>+<variant>`, its companions)."""
+    variant = str(torch.get("variant") or "")
     suffix = f"+{variant}" if variant else ""
-    out = [f"torch=={want['version']}{suffix}"]
-    for companion in ("torchvision", "torchaudio"):
-        if want.get(companion):
-            out.append(f"{companion}=={want[companion]}{suffix}")
-    return out
+    return [f"torch=={torch['version']}{suffix}"] + [
+        f"{companion}=={torch[companion]}{suffix}" for companion in ("torchvision", "torchaudio") if torch.get(companion)]
 
 
 @dataclass(frozen=True)
@@ -311,7 +309,7 @@ class RoleValues:
         """Plan mode: the roles' vars files rendered for the plan's OS, as their set_vars.yml loads them."""
         def role_var(role: str, name: str, default=None):
             value = default
-            for stem in (facts["os_family"], facts["distribution"],
+            for stem in ("main", facts["os_family"], facts["distribution"],
                          f"{facts['distribution']}_{facts['distribution_major_version']}"):
                 path = root / "roles" / role / "vars" / f"{stem}.yml"
                 if path.is_file():
@@ -322,8 +320,9 @@ class RoleValues:
         build = [_render(item, facts) for item in role_var("nvidia_driver", "__nvidia_driver_build_packages", [])]
         system = role_var("pytorch", "__pytorch_system_packages", [])
         nccl = [role_var("nccl", "__nccl_runtime_package"), role_var("nccl", "__nccl_dev_package")]
+        numpy = role_var("pytorch", "__pytorch_numpy_default")
         return cls(tuple(build + list(system)), tuple(n for n in nccl if n),
-                   tuple(defaults.get("pytorch_extra_packages") or ()))
+                   tuple(([f"numpy=={numpy}"] if numpy else []) + list(defaults.get("pytorch_extra_packages") or ())))
 
 
 def _render(text: str, facts: dict) -> str:
@@ -380,9 +379,8 @@ def targets_from_facts(records: dict, options: PlanOptions) -> list[Target]:
                     driver_packages=tuple(rec["pins"].get("driver_packages") or ()),
                     nccl_version=rec["pins"].get("nccl_version") or "",
                     nccl_names=tuple(rec["roles"]["nccl_names"]),
-                    pytorch_override=tuple(sorted((k, str(v)) for k, v in (rec["pins"].get("pytorch_override") or {}).items())),
                     pytorch_index_url=rec["pins"].get("pytorch_index_url") or "",
-                    extra_wheels=tuple(rec["roles"]["extra_wheels"]))
+                    wheel_requirements=tuple(rec["roles"]["wheels"]), wheel_lock=rec["roles"].get("wheel_lock") or "")
         try:
             stack = read_plan(rec["plan"], pins)
         except MirrorError as exc:

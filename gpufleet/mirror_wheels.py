@@ -42,6 +42,7 @@ class WheelSpec:
     glibc: str  # X.Y of the nodes' C library
     machine: str  # x86_64, aarch64
     source: str  # an index URL, or a directory / file: URL of wheels
+    lock: str = ""  # a requirements file with --hash= pins (pytorch_requirements_lock): pip takes exactly it
 
 
 @dataclass(frozen=True)
@@ -100,9 +101,18 @@ def common_args(spec: WheelSpec, cache: Path) -> list[str]:
     return args
 
 
-def report_argv(spec: WheelSpec, report: Path, target: Path, cache: Path) -> list[str]:
+def requirement_args(spec: WheelSpec, work: Path) -> list[str]:
+    """The requirements, or the lock file (as the pytorch role installs it: --require-hashes -r)."""
+    if not spec.lock:
+        return list(spec.requirements)
+    lock = work / "requirements.lock"
+    lock.write_text(spec.lock)
+    return ["--require-hashes", "-r", str(lock)]
+
+
+def report_argv(spec: WheelSpec, report: Path, target: Path, cache: Path, requirements: list[str]) -> list[str]:
     return [sys.executable, "-m", "pip", "install", "--dry-run", "--ignore-installed", "--report", str(report),
-            "--target", str(target), *common_args(spec, cache), *source_args(spec.source), *spec.requirements]
+            "--target", str(target), *common_args(spec, cache), *source_args(spec.source), *requirements]
 
 
 def download_argv(spec: WheelSpec, wheels: list[Wheel], dest: Path, cache: Path) -> list[str]:
@@ -147,8 +157,9 @@ def fetch_wheels(spec: WheelSpec, work: Path) -> list[tuple[Wheel, Path]]:
     cache, dest, target = work / "pip-cache", work / "download", work / "target"
     dest.mkdir(parents=True, exist_ok=True)
     report = work / "report.json"
-    where = f"{' '.join(spec.requirements)} for Python {spec.python} on {spec.machine} (glibc {spec.glibc}) from {spec.source}"
-    _pip(report_argv(spec, report, target, cache), f"pip cannot resolve {where}")
+    what = "the lock file's pins" if spec.lock else " ".join(spec.requirements)
+    where = f"{what} for Python {spec.python} on {spec.machine} (glibc {spec.glibc}) from {spec.source}"
+    _pip(report_argv(spec, report, target, cache, requirement_args(spec, work)), f"pip cannot resolve {where}")
     wheels = parse_report(json.loads(report.read_text()))
     _pip(download_argv(spec, wheels, dest, cache), f"pip could not download {where}")
     out = []

@@ -23,6 +23,7 @@ from test_mirror_plan import DNF_PLAN, PLAN
 pytestmark = pytest.mark.skipif(not all(shutil.which(t) for t in ("apt-get", "apt-ftparchive", "dpkg-deb", "gpg")),
                                 reason="needs apt-get, apt-ftparchive, dpkg-deb and gpg (a Debian/Ubuntu host)")
 KERNEL = "6.1.0-99-test"
+NUMPY = yaml.safe_load((REPO / "roles/pytorch/vars/main.yml").read_text())["__pytorch_numpy_default"]
 INSTALL = ["nvidia-kernel-open-535=535.216.03-0ubuntu1", "cuda-drivers-535=535.216.03-1",
            "nvidia-fabricmanager-535=535.216.03-1", "cuda-toolkit-12-2", "libnccl2=2.19.3-1+cuda12.2",
            "libnccl-dev=2.19.3-1+cuda12.2", f"linux-headers-{KERNEL}", "dkms", "python3-venv", "python3-pip"]
@@ -50,7 +51,7 @@ def upstream(tmp_path_factory):
     wheels.mkdir()
     for name, version in (("torch", "2.1.2+cu121"), ("torchvision", "0.16.2+cu121"), ("torchaudio", "2.1.2+cu121")):
         make_wheel(wheels, name, version, "cp310-cp310-linux_x86_64", requires=["filelock"])
-    make_wheel(wheels, "numpy", "1.26.4", "cp310-cp310-manylinux_2_17_x86_64")
+    make_wheel(wheels, "numpy", NUMPY, "cp310-cp310-manylinux_2_17_x86_64")
     make_wheel(wheels, "filelock", "3.13.1")
     with served(root) as server:
         yield {"url": server.url, "fingerprint": signer.fingerprint, "keyring": keyring, "wheels": wheels,
@@ -98,7 +99,7 @@ def test_a_plan_is_mirrored_exactly_and_the_mirror_alone_serves_it(upstream, tmp
     assert cuda | archive == wanted and not cuda & archive
     assert ("nvidia-driver-535", "535.216.03-0ubuntu1") in cuda and ("dkms", "99.0-1") in archive
     assert sorted(p.name for p in (mirror / "wheels").glob("*.whl")) == [
-        "filelock-3.13.1-py3-none-any.whl", "numpy-1.26.4-cp310-cp310-manylinux_2_17_x86_64.whl",
+        "filelock-3.13.1-py3-none-any.whl", f"numpy-{NUMPY}-cp310-cp310-manylinux_2_17_x86_64.whl",
         "torch-2.1.2+cu121-cp310-cp310-linux_x86_64.whl", "torchaudio-2.1.2+cu121-cp310-cp310-linux_x86_64.whl",
         "torchvision-0.16.2+cu121-cp310-cp310-linux_x86_64.whl"]
     assert (mirror / "wheels/simple/torch/index.html").is_file()
@@ -180,7 +181,8 @@ def test_the_inventory_mode_reads_each_nodes_plan_and_state(tmp_path, gpu_sysfs)
     assert target.cuda.url.startswith("http://10.1.1.1/cuda/") and target.cuda.key_url.startswith("http://10.1.1.1/cuda/")
     assert f"linux-headers-{platform.release()}" in target.os_packages
     assert target.stack.nccl_version == "9.9.9-1+cuda12.4"
-    assert target.stack.wheel_requirements[0] == "torch==2.13.0+cpu"
+    assert target.stack.wheel_requirements[0] == "torch==2.13.0+cpu"  # the override, as the role installs it
+    assert any(r.startswith("numpy==") for r in target.stack.wheel_requirements)
     assert target.base_status == Path("/var/lib/dpkg/status").read_bytes()
     assert target.python == "%d.%d" % tuple(map(int, platform.python_version_tuple()[:2]))
 

@@ -43,22 +43,23 @@ def test_the_plan_names_what_the_roles_install():
     assert stack.driver_version == "535.216.03"
     assert stack.toolkit_names == ("cuda-toolkit-12-2",)
     assert stack.nccl_names == ("libnccl2", "libnccl-dev") and stack.nccl_version == "2.19.3-1+cuda12.2"
-    assert stack.wheel_requirements == ("torch==2.1.2+cu121", "torchvision==0.16.2+cu121",
-                                        "torchaudio==2.1.2+cu121", "numpy")
+    assert stack.wheel_requirements == ("torch==2.1.2+cu121", "torchvision==0.16.2+cu121", "torchaudio==2.1.2+cu121")
     assert stack.wheel_index_url == "https://download.pytorch.org/whl/cu121"
+    with_numpy = read_plan(PLAN, Pins(extra_wheels=("numpy==1.26.4",)))
+    assert with_numpy.wheel_requirements[-1] == "numpy==1.26.4"
 
 
 def test_the_inventorys_pins_replace_the_plans_values():
     pins = Pins(driver_version="535.183.01", driver_packages=("cuda-drivers-535",), nccl_version="2.18.3-1+cuda12.2",
-                nccl_names=("libnccl2",), pytorch_override=(("variant", "cpu"), ("version", "2.13.0")),
-                pytorch_index_url="http://mirror/simple/", extra_wheels=("numpy==1.26.4",))
+                nccl_names=("libnccl2",), wheel_requirements=("torch==2.13.0+cpu", "numpy==1.26.4"),
+                pytorch_index_url="http://mirror/simple/", extra_wheels=("ignored",), wheel_lock="torch==2.13.0+cpu ...")
     stack = read_plan(PLAN, pins)
     assert stack.driver_version == "535.183.01"
     assert stack.driver_names == ("cuda-drivers-535", "nvidia-fabricmanager-535", "nvidia-kernel-open-535")
     assert stack.nccl_names == ("libnccl2",) and stack.nccl_version == "2.18.3-1+cuda12.2"
-    # An override names its own companions; without them only torch (as the pytorch role installs it).
+    # The pytorch role's own pins (its override, numpy, extras) replace what the plan alone says.
     assert stack.wheel_requirements == ("torch==2.13.0+cpu", "numpy==1.26.4")
-    assert stack.wheel_index_url == "http://mirror/simple/"
+    assert stack.wheel_index_url == "http://mirror/simple/" and stack.wheel_lock == "torch==2.13.0+cpu ..."
 
 
 def test_dnf_plans_name_nccl_without_the_version():
@@ -131,6 +132,8 @@ def test_plan_mode_takes_the_roles_own_packages_and_merges_identical_nodes(tmp_p
                 for item in driver_vars["__nvidia_driver_build_packages"]] + pytorch_vars["__pytorch_system_packages"]
     assert list(target.os_packages) == expected and "linux-headers-6.1.0-9-amd64" in expected
     assert (target.codename, target.python, target.glibc) == ("jammy", "3.10", "2.35")
+    numpy = yaml.safe_load((REPO / "roles/pytorch/vars/main.yml").read_text())["__pytorch_numpy_default"]
+    assert target.stack.wheel_requirements[-1] == f"numpy=={numpy}"
     assert target.os_archive.url == "http://archive.ubuntu.com/ubuntu" and target.os_archive.suite == "jammy"
     assert target.cuda.url == PLAN["repository"] and target.repo_subdir == "ubuntu2204/x86_64"
     assert target.cuda.key_url == PLAN["repository"] + "3bf863cc.pub"
@@ -160,9 +163,10 @@ def _record(**over):
         "repository": {"url": "http://10.0.0.1:8765/compute/cuda/repos/ubuntu2204/x86_64",
                        "key_url": "http://10.0.0.1:8765/k.pub", "fingerprint": "ab" * 20},
         "debian_mirror_url": "http://10.0.0.1:8765/ubuntu",
-        "roles": {"os_packages": ["dkms"], "nccl_names": ["libnccl2"], "extra_wheels": ["numpy"]},
+        "roles": {"os_packages": ["dkms"], "nccl_names": ["libnccl2"], "wheels": ["torch==2.13.0+cpu", "numpy==1.26.4"],
+                  "wheel_lock": ""},
         "pins": {"driver_version": "", "driver_packages": [], "nccl_version": "", "pytorch_index_url": "",
-                 "pytorch_override": {"version": "2.13.0", "variant": "cpu"}, "pytorch_wheel_dir": "/opt/wheels"},
+                 "pytorch_wheel_dir": "/opt/wheels"},
         "python": {"version": "3.11", "glibc": "2.36", "machine": "x86_64"},
         "dpkg_status": "UGFja2FnZTogYQo=",
     }
@@ -178,7 +182,7 @@ def test_inventory_records_become_targets_with_the_nodes_own_state():
     assert target.cuda.fingerprint == "AB" * 20
     assert target.os_archive.url == "http://10.0.0.1:8765/ubuntu" and target.os_archive.keyring == "/k.gpg"
     assert target.base_status == b"Package: a\n"
-    assert target.stack.wheel_requirements == ("torch==2.13.0+cpu", "numpy")
+    assert target.stack.wheel_requirements == ("torch==2.13.0+cpu", "numpy==1.26.4")
     assert target.node_wheel_dir == "/opt/wheels" and target.python == "3.11"
 
 

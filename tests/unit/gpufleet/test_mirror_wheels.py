@@ -10,7 +10,7 @@ import pytest
 
 from gpufleet.mirror_targets import MirrorError
 from gpufleet.mirror_wheels import (WheelSpec, download_argv, fetch_wheels, normalize, parse_report, pip_env,
-                                    platform_tags, report_argv, simple_index, source_args)
+                                    platform_tags, report_argv, requirement_args, simple_index, source_args)
 from mirror_helpers import make_wheel, served
 
 
@@ -37,12 +37,15 @@ def test_pip_ignores_this_machines_configuration(monkeypatch):
 
 def test_the_pip_argv_resolves_for_the_nodes_python_and_platform(tmp_path):
     spec = WheelSpec(("torch==2.1.2+cu121", "numpy"), "3.10", "2.35", "x86_64", "https://download.pytorch.org/whl/cu121")
-    argv = report_argv(spec, tmp_path / "r.json", tmp_path / "t", tmp_path / "c")
+    argv = report_argv(spec, tmp_path / "r.json", tmp_path / "t", tmp_path / "c", requirement_args(spec, tmp_path))
     assert argv[argv.index("--python-version") + 1] == "3.10"
     assert "--isolated" in argv and "--only-binary=:all:" in argv and "--dry-run" in argv
     assert argv[argv.index("--index-url") + 1] == "https://download.pytorch.org/whl/cu121"
     assert {argv[i + 1] for i, a in enumerate(argv) if a == "--platform"} == set(platform_tags("x86_64", "2.35"))
     assert argv[-2:] == ["torch==2.1.2+cu121", "numpy"]
+    locked = WheelSpec(("torch==2.1.2+cu121",), "3.10", "2.35", "x86_64", "https://x/", lock="torch==2.1.2 --hash=sha256:ab\n")
+    assert requirement_args(locked, tmp_path) == ["--require-hashes", "-r", str(tmp_path / "requirements.lock")]
+    assert (tmp_path / "requirements.lock").read_text() == locked.lock
     local = WheelSpec(("a",), "3.11", "2.36", "x86_64", str(tmp_path))
     assert source_args(local.source) == ["--no-index", "--find-links", str(tmp_path)]
     with pytest.raises(MirrorError, match="neither an http"):
@@ -83,6 +86,22 @@ def test_wheels_are_resolved_with_their_dependencies_for_that_python(wheel_dir, 
                      "torch-2.13.0+cpu-cp311-cp311-manylinux_2_28_x86_64.whl"]
     assert all(wheel.url.startswith("file://") and len(wheel.sha256) == 64 for wheel, _path in fetched)
     assert not (tmp_path / "work" / "target").exists()
+
+
+def test_a_lock_file_is_resolved_as_the_pytorch_role_installs_it(wheel_dir, tmp_path):
+    """With pytorch_requirements_lock pip takes exactly what the lock pins, each file checked against its hash."""
+    import hashlib
+
+    def pin(name, version, filename):
+        return f"{name}=={version} --hash=sha256:{hashlib.sha256((wheel_dir / filename).read_bytes()).hexdigest()}"
+    lock = "\n".join([pin("torch", "2.13.0+cpu", "torch-2.13.0+cpu-cp311-cp311-manylinux_2_28_x86_64.whl"),
+                      pin("filelock", "3.13.1", "filelock-3.13.1-py3-none-any.whl")]) + "\n"
+    spec = WheelSpec(("torch==2.13.0+cpu",), "3.11", "2.36", "x86_64", str(wheel_dir), lock=lock)
+    assert sorted(path.name for _w, path in fetch_wheels(spec, tmp_path / "work")) == [
+        "filelock-3.13.1-py3-none-any.whl", "torch-2.13.0+cpu-cp311-cp311-manylinux_2_28_x86_64.whl"]
+    wrong = WheelSpec(spec.requirements, "3.11", "2.36", "x86_64", str(wheel_dir), lock=lock.replace("sha256:", "sha256:0", 1))
+    with pytest.raises(MirrorError, match="checksum mismatch"):
+        fetch_wheels(wrong, tmp_path / "again")
 
 
 def test_a_requirement_the_source_lacks_is_named(wheel_dir, tmp_path):
