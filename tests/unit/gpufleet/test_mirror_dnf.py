@@ -18,9 +18,8 @@ REPO = Path(__file__).resolve().parents[3]
 @pytest.fixture
 def target(tmp_path):
     (tmp_path / "plan.json").write_text(json.dumps(DNF_PLAN))
-    target, = targets_from_plans([tmp_path / "plan.json"], PlanOptions(kernel="5.14.0-427.el9.x86_64",
-                                                                         os_archive_url="http://site/rocky9/BaseOS"),
-                                 REPO)
+    options = PlanOptions(kernel="5.14.0-427.el9.x86_64", os_archive_url="http://site/rocky9/BaseOS")
+    target, = targets_from_plans([tmp_path / "plan.json"], options, REPO)
     return target
 
 
