@@ -20,7 +20,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Callable, NamedTuple
 
-from gpufleet import __version__, console
+from gpufleet import __version__, console, mirror
 from gpufleet import artifacts as artifacts_mod
 from gpufleet.runner import (DEFAULT_PROGRESS_EVERY_S, EXIT_RUN_BROKEN, STAGE_PLAYBOOKS, STAGES, AnsibleOptions,
                              RunBroken, colour_enabled, run_stage)
@@ -137,6 +137,8 @@ def _subcommands() -> dict[str, Subcommand]:
     return {
         "run": Subcommand("run one stage against an inventory", add_run_arguments, _run_main,
                           description=_stage_list(), epilog=EPILOG),
+        "mirror": Subcommand("build an offline mirror of what the stack plan installs", mirror.add_arguments,
+                             mirror.main, description=mirror.DESCRIPTION, epilog=mirror.EPILOG),
     }
 
 

@@ -203,6 +203,7 @@ def test_the_role_outputs_left_out_of_the_key_are_exactly_what_the_roles_set():
 def test_every_gpufleet_variable_the_stack_reads_is_in_the_key():
     text = (REPO / "playbooks" / "gpu_stack.yml").read_text().split("- name: Reboot the nodes")[0]
     text += (REPO / "playbooks" / "tasks" / "gpu_stack_roles.yml").read_text()
+    text += (REPO / "playbooks" / "tasks" / "gpu_stack_plan.yml").read_text()
     for role in ROLES:
         for folder in ("defaults", "vars"):
             for path in (REPO / "roles" / role / folder).glob("*.yml"):
