@@ -8,6 +8,8 @@
 - ``links | gpufleet.cluster.gpu_benchmark_undirected(exclude)``: one run per unordered pair not yet run
 - ``pair_runs | gpufleet.cluster.gpu_benchmark_pair_figures(facts, thresholds)``: pair runs as link figures
 - ``nodes | gpufleet.cluster.gpu_benchmark_nccl_verdict(facts, runs, thresholds, fraction)``: the verdict
+- ``nodes | gpufleet.cluster.gpu_benchmark_compute_verdict(runs, min_peak_fraction, slow_fraction)``: per-GPU
+  GEMM and memory figures against the datasheet and the cluster
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from __future__ import annotations
 from ansible.errors import AnsibleFilterError
 
 from ansible_collections.gpufleet.cluster.plugins.module_utils import gpu_benchmark as _gb
+from ansible_collections.gpufleet.cluster.plugins.module_utils import gpu_compute as _gc
 
 
 def gpu_benchmark_node_facts(gpu_info, rdma_info=None):
@@ -44,6 +47,17 @@ def gpu_benchmark_nccl_verdict(nodes, facts, runs, thresholds=None, fraction=_gb
     return _gb.nccl_verdict(list(nodes or []), facts or {}, runs, thresholds or {}, float(fraction))
 
 
+def gpu_benchmark_compute_verdict(nodes, runs, min_peak_fraction=_gc.DEFAULT_MIN_PEAK_FRACTION,
+                                  slow_fraction=_gc.DEFAULT_SLOW_FRACTION):
+    if not isinstance(runs, dict):
+        raise AnsibleFilterError("gpu_benchmark_compute_verdict needs node -> run, got %r" % (runs,))
+    for name, value in (("gpu_benchmark_min_peak_fraction", min_peak_fraction),
+                        ("gpu_benchmark_slow_fraction", slow_fraction)):
+        if not 0 < float(value) <= 1:
+            raise AnsibleFilterError("%s must be in (0, 1], got %r" % (name, value))
+    return _gc.compute_verdict(list(nodes or []), runs, float(min_peak_fraction), float(slow_fraction))
+
+
 class FilterModule:  # pylint: disable=too-few-public-methods
     def filters(self):
         return {
@@ -52,4 +66,5 @@ class FilterModule:  # pylint: disable=too-few-public-methods
             "gpu_benchmark_undirected": gpu_benchmark_undirected,
             "gpu_benchmark_pair_figures": gpu_benchmark_pair_figures,
             "gpu_benchmark_nccl_verdict": gpu_benchmark_nccl_verdict,
+            "gpu_benchmark_compute_verdict": gpu_benchmark_compute_verdict,
         }

@@ -9,7 +9,8 @@
 GEMM: n x n x n matmuls in each dtype, TFLOPS = 2 n^3 / time (fp8 through torch._scaled_mm, on GPUs of
 compute capability 8.9 or later; elsewhere it is skipped with the reason). Memory: a device-to-device
 copy of --copy-mib MiB, GB/s = 2 x bytes / time (each byte read once and written once). Each GPU is
-measured alone, one after the other.
+measured alone, one after the other; run it with CUDA_DEVICE_ORDER=PCI_BUS_ID so the indexes are
+nvidia-smi's (the role does).
 
 On a node without CUDA the same code runs on the CPU, in --cpu-dtypes (fp16 matmuls crawl on most CPUs),
 and the line says "device": "cpu" with the CPU's model name, so a CPU figure is never read as a GPU one.
@@ -86,7 +87,8 @@ def describe(torch, device):
         return {"device": "cpu", "index": None, "name": cpu_name(), "cores": torch.get_num_threads()}
     props = torch.cuda.get_device_properties(device)
     major, minor = torch.cuda.get_device_capability(device)
-    bus_id = getattr(props, "pci_bus_id", None)
+    ids = [getattr(props, name, None) for name in ("pci_domain_id", "pci_bus_id", "pci_device_id")]
+    bus_id = "%08x:%02x:%02x.0" % tuple(ids) if all(isinstance(i, int) for i in ids) else None
     return {"device": "cuda", "index": device.index, "name": torch.cuda.get_device_name(device),
             "compute_capability": "%d.%d" % (major, minor), "bus_id": bus_id}
 
