@@ -75,9 +75,40 @@ def parse_launcher_output(node):
             "log_tail": stderr[-40:]}
 
 
+def read_baseline(path):
+    """(parsed JSON or None, why it could not be read or None); a missing file is no baseline."""
+    if not os.path.exists(path):
+        return None, None
+    try:
+        with open(path, "r", encoding="utf-8") as fh:
+            document = json.load(fh)
+    except (OSError, ValueError) as exc:
+        return None, "cannot read %s: %s" % (path, to_native(exc))
+    if document is None:
+        # A file holding `null` is a broken baseline, not an absent one.
+        return None, "%s holds JSON null, need an object" % path
+    return document, None
+
+
 class ActionModule(ActionBase):
     TRANSFERS_FILES = False
     _requires_connection = False
+
+    @staticmethod
+    def _store_baseline(report, baseline_dir, baseline_path):
+        """Store a passing run as the baseline, unless the document would not pass its own checks."""
+        if not report["verdict"]["passed"]:
+            report["notes"].append("baseline not stored: the run failed")
+            return False
+        document = sr.make_baseline(report)
+        problems = sr.baseline_problems(document, report)
+        if problems:
+            report["notes"].append("baseline not stored: %s" % "; ".join(problems))
+            return False
+        os.makedirs(baseline_dir, exist_ok=True)
+        _write(baseline_path, json.dumps(document, indent=2) + "\n")
+        report["baseline"]["stored"] = True
+        return True
 
     def run(self, tmp=None, task_vars=None):
         result = super(ActionModule, self).run(tmp, task_vars)
@@ -109,28 +140,19 @@ class ActionModule(ActionBase):
             started_at=args["started_at"] or time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), notes=args["notes"])
         baseline_dir = args["baseline_dir"]
         baseline_path = os.path.join(baseline_dir, sr.baseline_filename(args["cluster"], report["hardware_key"]))
-        baseline = None
-        if os.path.exists(baseline_path):
-            try:
-                with open(baseline_path, "r", encoding="utf-8") as fh:
-                    baseline = json.load(fh)
-            except (OSError, ValueError) as exc:
-                raise AnsibleActionFail("cannot read the baseline %s: %s" % (baseline_path, to_native(exc)))
+        baseline, baseline_error = read_baseline(baseline_path)
         thresholds = sr.resolve_thresholds(report, args["thresholds"], args["rdma_gbps_per_node"])
         sr.evaluate(report, thresholds, baseline=baseline, tolerance=args["tolerance"],
                     expect_rdma=args["expect_rdma"], sim=args["sim"],
                     allow_socket_transport=args["allow_socket_transport"],
-                    allow_no_busbw_floor=args["allow_no_busbw_floor"])
+                    allow_no_busbw_floor=args["allow_no_busbw_floor"], baseline_error=baseline_error)
         report["baseline"]["file"] = baseline_path
+        # Only a baseline that passed its own checks is drawn or tabulated next to this run.
+        if not report["baseline"]["usable"]:
+            baseline = None
         changed = False
         if args["store_baseline"]:
-            if report["verdict"]["passed"]:
-                os.makedirs(baseline_dir, exist_ok=True)
-                _write(baseline_path, json.dumps(sr.make_baseline(report), indent=2) + "\n")
-                report["baseline"]["stored"] = True
-                changed = True
-            else:
-                report["notes"].append("baseline not stored: the run failed")
+            changed = self._store_baseline(report, baseline_dir, baseline_path)
         report_dir = args["report_dir"]
         try:
             os.makedirs(report_dir, exist_ok=True)

@@ -51,7 +51,10 @@ DEFAULTS = {
     "ecc_correctable_volatile_max": 10000,
     "retired_pages_warn": 10,
     "retired_pages_fail": 62,
+    # GPUs every node must have: the profile's count, else the cluster majority (the role passes
+    # every node's [PCI count, driver count]), as for the HCAs below.
     "expected_gpu_count": None,
+    "cluster_gpu_counts": [],
     "persistence_required": True,
     "pcie_check": True,
     "throttle_fail_reasons": ["hw_slowdown"],
@@ -478,59 +481,134 @@ def _check_throttle(node, gpu, opts):
     return out
 
 
+def gpu_counts(gpu_info):
+    """``{pci, driver, listed, duplicated}`` for one node's ``gpu_info``.
+
+    ``driver`` counts DISTINCT bus ids: nvidia-smi listing one GPU twice must not make up for a GPU
+    the driver lost. ``duplicated`` names the bus ids listed more than once.
+    """
+    gpus = (gpu_info or {}).get("gpus") or []
+    seen, duplicated, unnamed = [], [], 0
+    for gpu in gpus:
+        bus = normalize_bus_id(gpu.get("pci_bus_id"))
+        if bus is None:
+            unnamed += 1
+        elif bus in seen:
+            duplicated.append(gpu.get("pci_bus_id"))
+        else:
+            seen.append(bus)
+    driver = len(seen) + unnamed if gpus else to_int((gpu_info or {}).get("driver_gpu_count")) or 0
+    return {"pci": to_int((gpu_info or {}).get("pci_gpu_count")), "driver": driver, "listed": len(gpus),
+            "duplicated": duplicated}
+
+
+def node_gpu_count(entry):
+    """A node's GPUs for the cluster tally: its PCI count, else its driver's (an int or [pci, driver])."""
+    if isinstance(entry, (list, tuple)):
+        known = [to_int(c) for c in entry if to_int(c) is not None]
+        return known[0] if known else None
+    return to_int(entry)
+
+
+def _majority(counts):
+    """The count most entries have (a tie takes the larger: a missing device is the likelier fault);
+    None with fewer than two known counts (a lone node is not compared) or when the majority is 0."""
+    counts = [c for c in counts if c is not None]
+    if len(counts) < 2:
+        return None
+    tally = {}
+    for c in counts:
+        tally[c] = tally.get(c, 0) + 1
+    return max(tally.items(), key=lambda kv: (kv[1], kv[0]))[0] or None
+
+
+def expected_gpu_count(options=None):
+    """(GPUs each node must have, where that comes from): ``expected_gpu_count`` (the profile) when
+    set, else the count most nodes have (``cluster_gpu_counts``), else (None, None)."""
+    opts = _options(options)
+    explicit = to_int(opts["expected_gpu_count"])
+    if explicit:
+        return explicit, "the profile expects"
+    majority = _majority([node_gpu_count(e) for e in opts["cluster_gpu_counts"] or []])
+    return (majority, "most nodes of the cluster have") if majority else (None, None)
+
+
+def _check_driver_state(node, gpu_info, counts, opts):
+    status = gpu_info.get("status") or "ok"
+    if status in ("no_driver", "driver_error"):
+        return [make_finding(
+            "DRIVER_NOT_LOADED", "fail", node,
+            "NVIDIA driver not usable (%s): %s" % (status, gpu_info.get("message") or "nvidia-smi failed"),
+            "Run playbooks/gpu_stack.yml (driver) and reboot if it asks; check dmesg for NVRM errors",
+            value=status, threshold="ok")]
+    if status == "no_gpu" and not counts["pci"]:
+        return [make_finding(
+            "NO_GPUS_FOUND", "fail", node,
+            "No NVIDIA GPU on the PCI bus of a host in the GPU group",
+            "Check the inventory group, BIOS (above-4G decoding) and that the GPUs are seated",
+            value=0, threshold=">= 1")]
+    return []
+
+
+def _duplicates_note(counts):
+    if not counts["duplicated"]:
+        return ""
+    return " (nvidia-smi lists %d entries; %s more than once)" % (counts["listed"], ", ".join(counts["duplicated"]))
+
+
+def _check_missing_from_driver(node, gpu_info, counts, opts):
+    pci_count, driver_count = counts["pci"], counts["driver"]
+    if pci_count is None or driver_count >= pci_count or (gpu_info.get("status") in ("no_driver", "driver_error")):
+        return []
+    missing = list(gpu_info.get("missing_from_driver") or [])
+    if not missing:
+        seen = {normalize_bus_id(g.get("pci_bus_id")) for g in gpu_info.get("gpus") or []}
+        missing = [d.get("bus_id") for d in gpu_info.get("pci_devices") or []
+                   if d.get("kind", "gpu") == "gpu" and normalize_bus_id(d.get("bus_id")) not in seen]
+    return [make_finding(
+        "GPU_MISSING_FROM_DRIVER", "fail", node,
+        "Driver sees %d GPU(s), the PCI bus has %d%s%s" % (
+            driver_count, pci_count, (": missing " + ", ".join(missing)) if missing else "", _duplicates_note(counts)),
+        "Look for Xid 79 (fallen off the bus) in the kernel log; reseat or RMA the GPU; a reboot "
+        "may bring it back temporarily",
+        value=driver_count, threshold=pci_count, counter="driver_gpu_count",
+        gpu_bus_id=missing[0] if len(missing) == 1 else None,
+        missing_bus_ids=missing)]
+
+
+def _check_gpu_count(node, gpu_info, counts, opts):
+    """Fewer GPUs than the profile or the cluster majority, on the bus and in the driver alike: a GPU
+    dead at boot is gone from both, so only the comparison with other nodes shows it."""
+    expected, source = expected_gpu_count(opts)
+    have = max(c for c in (counts["pci"], counts["driver"]) if c is not None)
+    if not expected or have >= expected:
+        return []
+    return [make_finding(
+        "GPU_COUNT_LOW", "fail", node,
+        "Node has %d GPU(s) (PCI bus %s, driver %d%s), %s %d" % (
+            have, "unknown" if counts["pci"] is None else counts["pci"], counts["driver"],
+            _duplicates_note(counts), source, expected),
+        "Check the BMC/SEL and lspci for the missing GPU (dead at boot, unseated, or disabled in the BIOS); "
+        "reseat or RMA it, or fix gpufleet_expected_gpu_count if the node is meant to differ",
+        value=have, threshold=expected, counter="gpu_count")]
+
+
+_NODE_GPU_CHECKS = (_check_driver_state, _check_missing_from_driver, _check_gpu_count)
+_PER_GPU_CHECKS = (_check_ecc, _check_memory_retirement, _check_gpu_state, _check_persistence, _check_pcie,
+                   _check_throttle)
+
+
 def check_gpus(node, gpu_info, options=None):
     """Node-level driver/count checks and every per-GPU check."""
     opts = _options(options)
     gpu_info = gpu_info or {}
-    status = gpu_info.get("status") or "ok"
-    gpus = gpu_info.get("gpus") or []
+    counts = gpu_counts(gpu_info)
     out = []
-    pci_count = to_int(gpu_info.get("pci_gpu_count"))
-    driver_count = to_int(gpu_info.get("driver_gpu_count"))
-    if driver_count is None:
-        driver_count = len(gpus)
-    if status in ("no_driver", "driver_error"):
-        out.append(make_finding(
-            "DRIVER_NOT_LOADED", "fail", node,
-            "NVIDIA driver not usable (%s): %s" % (status, gpu_info.get("message") or "nvidia-smi failed"),
-            "Run playbooks/gpu_stack.yml (driver) and reboot if it asks; check dmesg for NVRM errors",
-            value=status, threshold="ok"))
-    elif status == "no_gpu" and not pci_count:
-        out.append(make_finding(
-            "NO_GPUS_FOUND", "fail", node,
-            "No NVIDIA GPU on the PCI bus of a host in the GPU group",
-            "Check the inventory group, BIOS (above-4G decoding) and that the GPUs are seated",
-            value=0, threshold=">= 1"))
-    driver_broken = status in ("no_driver", "driver_error")
-    if pci_count is not None and driver_count < pci_count and not driver_broken:
-        missing = list(gpu_info.get("missing_from_driver") or [])
-        if not missing:
-            seen = {normalize_bus_id(g.get("pci_bus_id")) for g in gpus}
-            missing = [d.get("bus_id") for d in gpu_info.get("pci_devices") or []
-                       if d.get("kind", "gpu") == "gpu" and normalize_bus_id(d.get("bus_id")) not in seen]
-        out.append(make_finding(
-            "GPU_MISSING_FROM_DRIVER", "fail", node,
-            "Driver sees %d GPU(s), the PCI bus has %d%s" % (
-                driver_count, pci_count, (": missing " + ", ".join(missing)) if missing else ""),
-            "Look for Xid 79 (fallen off the bus) in the kernel log; reseat or RMA the GPU; a reboot "
-            "may bring it back temporarily",
-            value=driver_count, threshold=pci_count, counter="driver_gpu_count",
-            gpu_bus_id=missing[0] if len(missing) == 1 else None,
-            missing_bus_ids=missing))
-    expected = to_int(opts["expected_gpu_count"])
-    if expected and driver_count < expected:
-        out.append(make_finding(
-            "GPU_COUNT_LOW", "fail", node,
-            "Driver sees %d GPU(s), the profile expects %d" % (driver_count, expected),
-            "Check the hardware and the profile's gpu count",
-            value=driver_count, threshold=expected, counter="driver_gpu_count"))
-    for gpu in gpus:
-        out.extend(_check_ecc(node, gpu, opts))
-        out.extend(_check_memory_retirement(node, gpu, opts))
-        out.extend(_check_gpu_state(node, gpu, opts))
-        out.extend(_check_persistence(node, gpu, opts))
-        out.extend(_check_pcie(node, gpu, opts))
-        out.extend(_check_throttle(node, gpu, opts))
+    for check in _NODE_GPU_CHECKS:
+        out.extend(check(node, gpu_info, counts, opts))
+    for gpu in gpu_info.get("gpus") or []:
+        for check in _PER_GPU_CHECKS:
+            out.extend(check(node, gpu, opts))
     return out
 
 
@@ -546,15 +624,7 @@ def expected_hca_count(options=None):
     explicit = to_int(opts["ib_expected_hca_count"])
     if explicit:
         return explicit
-    counts = [to_int(c) for c in opts["ib_cluster_hca_counts"] or []]
-    counts = [c for c in counts if c is not None]
-    if len(counts) < 2:
-        return None
-    tally = {}
-    for c in counts:
-        tally[c] = tally.get(c, 0) + 1
-    best = max(tally.items(), key=lambda kv: (kv[1], kv[0]))[0]
-    return best or None
+    return _majority([to_int(c) for c in opts["ib_cluster_hca_counts"] or []])
 
 
 def _port_id(ca, port):

@@ -472,208 +472,305 @@ def _fmt(num):
     return str(num)
 
 
+class _Node:
+    """What every check reads: the node, its summary, the profile and the run's context."""
+
+    def __init__(self, node, summary, profile, cluster_size, supported_os, module_signing):
+        self.node, self.s, self.p = node, summary, profile
+        self.pname = profile.get("name")
+        self.gpus = summary.get("gpus") or []
+        self.count = summary.get("gpu_count") or 0
+        self.src = summary.get("gpu_source")
+        self.src_note = " (from %s)" % ("the PCI device id; driver not loaded" if self.src == "pci" else self.src)
+        self.cluster_size = cluster_size
+        self.supported_os = supported_os
+        self.module_signing = module_signing
+
+
+def _check_driver_error(c):
+    if c.s.get("gpu_status") != "driver_error":
+        return []
+    return [finding(
+        "GPU_DRIVER_ERROR", WARN, c.node,
+        "%s: nvidia-smi failed (%s); GPU facts come from PCI" % (c.node, c.s.get("gpu_message") or "no message"),
+        value="driver_error", threshold="ok",
+        remediation="Check dmesg for NVRM errors; the gpu_stack stage reinstalls the planned driver.")]
+
+
+def _check_missing_from_driver(c):
+    drv, pci = c.s.get("driver_gpu_count"), c.s.get("pci_gpu_count")
+    if c.s.get("gpu_status") != "ok" or drv is None or pci is None or drv >= pci:
+        return []
+    return [finding(
+        "GPU_MISSING_FROM_DRIVER", FAIL, c.node,
+        "%s: the driver sees %d GPU(s) but PCI shows %d" % (c.node, drv, pci),
+        value=drv, threshold=pci,
+        remediation="A GPU fell off the bus or failed to initialise: check dmesg for Xid 79, reseat or replace it.")]
+
+
+def _check_gpu_count(c):
+    min_gpus = c.p.get("min_gpus_per_node")
+    if min_gpus is None or c.count >= min_gpus:
+        return []
+    return [finding(
+        "PROFILE_GPU_COUNT", FAIL, c.node,
+        "%s: gpu_count is %d, expected >= %d (profile %s)" % (c.node, c.count, min_gpus, c.pname),
+        value=c.count, threshold=min_gpus,
+        remediation="Check that every GPU is seated and visible in lspci, or lower min_gpus_per_node in a custom profile.")]
+
+
+def _check_gpu_models(c):
+    allow = c.p.get("gpu_models") or []
+    bad = [g for g in c.gpus if not model_allowed(g, allow)] if allow else []
+    if not bad:
+        return []
+    names = sorted({str(g["name"]) for g in bad})
+    idx, bus, scope = _gpu_scope(bad) if len(bad) < len(c.gpus) else (None, None, "all GPUs")
+    return [finding(
+        "PROFILE_GPU_MODEL_NOT_ALLOWED", FAIL, c.node,
+        "%s: gpu_model is %s%s on %s, expected one of [%s] (profile %s)"
+        % (c.node, ", ".join(repr(n) for n in names), c.src_note, scope, ", ".join(allow), c.pname),
+        value=", ".join(names), threshold=list(allow), gpu_index=idx, gpu_bus_id=bus,
+        remediation="Use a profile that allows this GPU (gpufleet_profile), or add it to gpu_models in a custom profile.")]
+
+
+def _check_compute_capability(c):
+    min_cc = c.p.get("min_compute_capability")
+    if not min_cc:
+        return []
+    out = []
+    floor = _cc_tuple(min_cc)
+    old = [g for g in c.gpus if _cc_tuple(g.get("compute_capability")) is not None
+           and _cc_tuple(g["compute_capability"]) < floor]
+    unknown = [g for g in c.gpus if _cc_tuple(g.get("compute_capability")) is None]
+    if old:
+        cc = old[0]["compute_capability"]
+        out.append(finding(
+            "PROFILE_GPU_ARCH_TOO_OLD", FAIL, c.node,
+            "%s: compute_capability is %s (%s), expected >= %s (profile %s)" % (c.node, cc, old[0]["name"], min_cc, c.pname),
+            value=cc, threshold=min_cc,
+            remediation="CUDA 13 and current PyTorch wheels no longer build for this architecture; use newer GPUs."))
+    if unknown and not c.p.get("gpu_models"):
+        out.append(finding(
+            "PROFILE_GPU_MODEL_UNKNOWN", WARN, c.node,
+            "%s: compute_capability of %r is unknown (not in the model table), expected >= %s; not checked"
+            % (c.node, unknown[0]["name"], min_cc),
+            value=unknown[0]["name"], threshold=min_cc,
+            remediation="Add the model to plugins/module_utils/gpu_models.py."))
+    return out
+
+
+def _check_vram(c):
+    # Nominal size: drivers reserve a few per cent, a T4 '16 GB' shows 15360 MiB.
+    min_vram, vram = c.p.get("min_vram_gib"), c.s.get("vram_gib")
+    if min_vram is None or vram is None or vram >= min_vram:
+        return []
+    return [finding(
+        "PROFILE_VRAM_LOW", FAIL, c.node,
+        "%s: vram_per_gpu is %s GiB (%s), expected >= %s GiB (profile %s)"
+        % (c.node, _fmt(vram), c.s.get("vram_source") or "unknown source", _fmt(min_vram), c.pname),
+        value=vram, threshold=min_vram,
+        remediation="Use GPUs with more memory, or a profile for smaller models (experiments, inference).")]
+
+
+def _check_cpu_cores_per_gpu(c):
+    min_cores = c.p.get("min_cpu_cores_per_gpu")
+    if min_cores is None:
+        return []
+    cpg = c.s.get("cpu_cores_per_gpu")
+    if cpg is None:
+        # Unknown is not enough: the ratio was not checked, and the report says so.
+        return [finding(
+            "PROFILE_CPU_CORES_UNKNOWN", WARN, c.node,
+            "%s: cpu_cores_per_gpu not checked: the host reported %s CPU cores (%d GPUs), expected >= %s per GPU "
+            "(profile %s)" % (c.node, "no count of" if c.s.get("cpu_cores") is None else c.s.get("cpu_cores"),
+                              c.count, _fmt(min_cores), c.pname),
+            value=None, threshold=min_cores,
+            remediation="host_info reads the core count from lscpu, else /proc/cpuinfo: check that either works "
+                        "on the node (a container may hide them).")]
+    if cpg >= min_cores:
+        return []
+    return [finding(
+        "PROFILE_CPU_CORES_PER_GPU", FAIL, c.node,
+        "%s: cpu_cores_per_gpu is %s (%s cores / %s GPUs), expected >= %s (profile %s)"
+        % (c.node, _fmt(cpg), c.s.get("cpu_cores"), c.count, _fmt(min_cores), c.pname),
+        value=cpg, threshold=min_cores,
+        remediation="Data loading and NCCL proxy threads starve with fewer cores; use a host with more cores or fewer GPUs.")]
+
+
+def _ram_per_vram_unknown(c):
+    """Why host RAM / total VRAM is unknown, in words."""
+    reasons = []
+    if not c.s.get("memory_total_mib"):
+        reasons.append("the host reported no memory size (MemTotal in /proc/meminfo)")
+    if not c.s.get("vram_total_mib"):
+        unknown = sorted({str(g["name"]) for g in c.gpus if not g.get("model_key")})
+        reasons.append("the total VRAM is unknown (%s)" % (
+            "no driver to read it, and %s not in the model table" % ", ".join(unknown) if unknown
+            else "the driver reported no memory size for every GPU"))
+    return "; ".join(reasons)
+
+
+def _check_ram_per_vram(c):
+    min_ratio = c.p.get("min_ram_per_vram")
+    if min_ratio is None:
+        return []
+    ratio = c.s.get("ram_per_vram")
+    if ratio is None:
+        return [finding(
+            "PROFILE_RAM_PER_VRAM_UNKNOWN", WARN, c.node,
+            "%s: ram_per_vram not checked: %s; expected >= %s (profile %s)"
+            % (c.node, _ram_per_vram_unknown(c), _fmt(min_ratio), c.pname),
+            value=None, threshold=min_ratio,
+            remediation="Check that /proc/meminfo is readable and the GPU model is in plugins/module_utils/gpu_models.py "
+                        "(or the driver is loaded), then rerun preflight.")]
+    if ratio >= min_ratio * RAM_SLACK:
+        return []
+    return [finding(
+        "PROFILE_RAM_PER_VRAM", FAIL, c.node,
+        "%s: ram_per_vram is %s (%s MiB RAM / %s MiB VRAM), expected >= %s (profile %s)"
+        % (c.node, _fmt(ratio), c.s.get("memory_total_mib"), c.s.get("vram_total_mib"), _fmt(min_ratio), c.pname),
+        value=ratio, threshold=min_ratio,
+        remediation="Add host memory: pinned staging buffers, data loaders and checkpoint copies live in host RAM.")]
+
+
+def _check_nvme(c):
+    if not c.p.get("require_nvme") or c.s.get("nvme_count"):
+        return []
+    return [finding(
+        "PROFILE_NO_NVME", FAIL, c.node,
+        "%s: nvme_count is 0, expected >= 1 (profile %s)" % (c.node, c.pname),
+        value=0, threshold=1,
+        remediation="Add a local NVMe drive for the dataset cache and checkpoints.")]
+
+
+def _check_nic(c):
+    min_nic = c.p.get("min_nic_gbps")
+    if min_nic is None:
+        return []
+    nic = c.s.get("nic_max_gbps")
+    if nic is None:
+        return [finding(
+            "PROFILE_NIC_SPEED_UNKNOWN", WARN, c.node,
+            "%s: nic_speed is unknown (no NIC reports a link speed), expected >= %s Gb/s (profile %s)"
+            % (c.node, _fmt(min_nic), c.pname),
+            value=None, threshold=min_nic,
+            remediation="Check the NIC with ethtool; virtual NICs report no speed.")]
+    if nic >= min_nic:
+        return []
+    return [finding(
+        "PROFILE_NIC_SLOW", FAIL, c.node,
+        "%s: nic_speed is %s Gb/s (%s), expected >= %s Gb/s (profile %s)"
+        % (c.node, _fmt(nic), c.s.get("nic_max_name"), _fmt(min_nic), c.pname),
+        value=nic, threshold=min_nic,
+        remediation="Multi-node gradient exchange needs >= 25 Gb/s; use a faster NIC or port.")]
+
+
+def _check_rdma(c):
+    if not c.p.get("require_rdma_multinode") or c.cluster_size <= 1 or c.s.get("rdma_active_ports"):
+        return []
+    return [finding(
+        "PROFILE_RDMA_NOT_ACTIVE", FAIL, c.node,
+        "%s: rdma_active_ports is 0 of %d (source %s), expected >= 1 for a %d-node cluster (profile %s)"
+        % (c.node, c.s.get("rdma_ports_total") or 0, c.s.get("rdma_source") or "none", c.cluster_size, c.pname),
+        value=0, threshold=1,
+        remediation="Bring up an InfiniBand/RoCE port (cable, subnet manager: State must be Active), or run single-node.")]
+
+
+def _check_ecc(c):
+    ecc = c.p.get("ecc") or "ignore"
+    if ecc == "ignore":
+        return []
+    out = []
+    sev = FAIL if ecc == "required" else WARN
+    unsupported = [g for g in c.gpus if g.get("ecc_capable") is False
+                   or (g.get("ecc_capable") is None and c.src == "nvidia-smi" and g.get("ecc_current") is None)]
+    if unsupported:
+        names = sorted({str(g["name"]) for g in unsupported})
+        idx, bus, scope = _gpu_scope(unsupported) if len(unsupported) < len(c.gpus) else (None, None, "all GPUs")
+        out.append(finding(
+            "PROFILE_ECC_UNSUPPORTED", sev, c.node,
+            "%s: ecc is unsupported on %s (%s), expected enabled (profile %s, ecc %s)"
+            % (c.node, scope, ", ".join(names), c.pname, ecc),
+            value="unsupported", threshold="enabled", gpu_index=idx, gpu_bus_id=bus,
+            remediation="Consumer GPUs have no ECC memory: silent bit flips corrupt long runs. "
+                        "Use data-centre GPUs or a profile that does not require ECC."))
+    disabled = [g for g in c.gpus if g not in unsupported and g.get("ecc_current") is False]
+    if disabled:
+        pending = all(g.get("ecc_pending") for g in disabled)
+        idx, bus, scope = _gpu_scope(disabled)
+        out.append(finding(
+            "PROFILE_ECC_DISABLED", sev, c.node,
+            "%s: ecc is disabled on %s%s, expected enabled (profile %s)"
+            % (c.node, scope, " (enabled after the next reboot)" if pending else "", c.pname),
+            value="disabled, pending enabled" if pending else "disabled", threshold="enabled",
+            gpu_index=idx, gpu_bus_id=bus,
+            remediation="Reboot to apply the pending ECC mode." if pending
+            else "Run 'nvidia-smi -e 1' and reboot (the validate stage checks ECC afterwards)."))
+    return out
+
+
+def _check_persistence(c):
+    # Only known once the driver is loaded.
+    pers = c.p.get("persistence_mode") or "ignore"
+    off = [g for g in c.gpus if g.get("persistence") is False] if pers != "ignore" else []
+    if not off:
+        return []
+    idx, bus, scope = _gpu_scope(off)
+    return [finding(
+        "PROFILE_PERSISTENCE_OFF", FAIL if pers == "required" else WARN, c.node,
+        "%s: persistence_mode is off on %s, expected on (profile %s)" % (c.node, scope, c.pname),
+        value="off", threshold="on", gpu_index=idx, gpu_bus_id=bus,
+        remediation="Enable nvidia-persistenced (systemctl enable --now nvidia-persistenced); without it every CUDA "
+                    "start re-initialises the GPUs.")]
+
+
+def _check_secure_boot(c):
+    # The NVIDIA modules must be signed with an enrolled key, or the driver will not load.
+    if c.s.get("secure_boot") != "enabled" or c.module_signing:
+        return []
+    return [finding(
+        "SECURE_BOOT_NO_SIGNING", FAIL, c.node,
+        "%s: secure_boot is enabled and no module-signing key is configured, expected a signing plan "
+        "(preflight_module_signing) or Secure Boot disabled" % c.node,
+        value="enabled", threshold="preflight_module_signing set",
+        remediation="Either set preflight_module_signing {key, cert} to a MOK enrolled with mokutil --import, "
+                    "or disable Secure Boot in firmware; unsigned nvidia.ko is refused by the kernel.")]
+
+
+def _check_os(c):
+    if not c.supported_os:
+        return []
+    key = c.s.get("os_key")
+    if key in c.supported_os:
+        return []
+    return [finding(
+        "OS_UNSUPPORTED", FAIL, c.node,
+        "%s: os is %s, expected one of [%s]" % (c.node, key or "unknown", ", ".join(c.supported_os)),
+        value=key, threshold=list(c.supported_os),
+        remediation="Reinstall the node with a supported OS; the driver and CUDA repositories exist only for these.")]
+
+
+# Checks that need no GPU, then those that judge the GPUs (and, as before, the host around them).
+_NODE_CHECKS = (_check_driver_error, _check_missing_from_driver, _check_gpu_count)
+_GPU_NODE_CHECKS = (_check_gpu_models, _check_compute_capability, _check_vram, _check_cpu_cores_per_gpu,
+                    _check_ram_per_vram, _check_nvme, _check_nic, _check_rdma, _check_ecc, _check_persistence,
+                    _check_secure_boot, _check_os)
+
+
 def check_node(node, summary, profile, cluster_size=1, supported_os=None, module_signing=None):
     """Findings for one node against one resolved profile (``resolve_profile``).
 
     ``supported_os``: list of OS keys ('debian12', 'ubuntu22.04', ...) or None to
     skip; ``module_signing``: a truthy mapping when a Secure Boot module-signing
-    key is configured (then Secure Boot is planned for, not a stop)."""
-    s = summary
-    p = profile
-    pname = p.get("name")
+    key is configured (then Secure Boot is planned for, not a stop). A ratio the
+    profile asks for whose facts are unknown is a "not checked" warning, never a pass."""
+    context = _Node(node, summary, profile, cluster_size, supported_os, module_signing)
     out = []
-    gpus = s.get("gpus") or []
-    src = s.get("gpu_source")
-    src_note = " (from %s)" % ("the PCI device id; driver not loaded" if src == "pci" else src)
-
-    status = s.get("gpu_status")
-    if status == "driver_error":
-        out.append(finding(
-            "GPU_DRIVER_ERROR", WARN, node,
-            "%s: nvidia-smi failed (%s); GPU facts come from PCI" % (node, s.get("gpu_message") or "no message"),
-            value=status, threshold="ok",
-            remediation="Check dmesg for NVRM errors; the gpu_stack stage reinstalls the planned driver."))
-    drv, pci = s.get("driver_gpu_count"), s.get("pci_gpu_count")
-    if status == "ok" and drv is not None and pci is not None and drv < pci:
-        out.append(finding(
-            "GPU_MISSING_FROM_DRIVER", FAIL, node,
-            "%s: the driver sees %d GPU(s) but PCI shows %d" % (node, drv, pci),
-            value=drv, threshold=pci,
-            remediation="A GPU fell off the bus or failed to initialise: check dmesg for Xid 79, reseat or replace it."))
-
-    # GPU count
-    min_gpus = p.get("min_gpus_per_node")
-    count = s.get("gpu_count") or 0
-    if min_gpus is not None and count < min_gpus:
-        out.append(finding(
-            "PROFILE_GPU_COUNT", FAIL, node,
-            "%s: gpu_count is %d, expected >= %d (profile %s)" % (node, count, min_gpus, pname),
-            value=count, threshold=min_gpus,
-            remediation="Check that every GPU is seated and visible in lspci, or lower min_gpus_per_node in a custom profile."))
-    if not gpus:
+    for check in _NODE_CHECKS:
+        out.extend(check(context))
+    if not context.gpus:
         return out
-
-    # Model allow-list and architecture floor
-    allow = p.get("gpu_models") or []
-    if allow:
-        bad = [g for g in gpus if not model_allowed(g, allow)]
-        if bad:
-            names = sorted({str(g["name"]) for g in bad})
-            idx, bus, scope = _gpu_scope(bad) if len(bad) < len(gpus) else (None, None, "all GPUs")
-            out.append(finding(
-                "PROFILE_GPU_MODEL_NOT_ALLOWED", FAIL, node,
-                "%s: gpu_model is %s%s on %s, expected one of [%s] (profile %s)"
-                % (node, ", ".join(repr(n) for n in names), src_note, scope, ", ".join(allow), pname),
-                value=", ".join(names), threshold=list(allow), gpu_index=idx, gpu_bus_id=bus,
-                remediation="Use a profile that allows this GPU (gpufleet_profile), or add it to gpu_models in a custom profile."))
-    min_cc = p.get("min_compute_capability")
-    if min_cc:
-        floor = _cc_tuple(min_cc)
-        old = [g for g in gpus if _cc_tuple(g.get("compute_capability")) is not None
-               and _cc_tuple(g["compute_capability"]) < floor]
-        unknown = [g for g in gpus if _cc_tuple(g.get("compute_capability")) is None]
-        if old:
-            cc = old[0]["compute_capability"]
-            out.append(finding(
-                "PROFILE_GPU_ARCH_TOO_OLD", FAIL, node,
-                "%s: compute_capability is %s (%s), expected >= %s (profile %s)" % (node, cc, old[0]["name"], min_cc, pname),
-                value=cc, threshold=min_cc,
-                remediation="CUDA 13 and current PyTorch wheels no longer build for this architecture; use newer GPUs."))
-        if unknown and not allow:
-            out.append(finding(
-                "PROFILE_GPU_MODEL_UNKNOWN", WARN, node,
-                "%s: compute_capability of %r is unknown (not in the model table), expected >= %s; not checked"
-                % (node, unknown[0]["name"], min_cc),
-                value=unknown[0]["name"], threshold=min_cc,
-                remediation="Add the model to plugins/module_utils/gpu_models.py."))
-
-    # VRAM per GPU (nominal size: drivers reserve a few per cent, a T4 '16 GB' shows 15360 MiB)
-    min_vram = p.get("min_vram_gib")
-    vram = s.get("vram_gib")
-    if min_vram is not None and vram is not None and vram < min_vram:
-        out.append(finding(
-            "PROFILE_VRAM_LOW", FAIL, node,
-            "%s: vram_per_gpu is %s GiB (%s), expected >= %s GiB (profile %s)"
-            % (node, _fmt(vram), s.get("vram_source") or "unknown source", _fmt(min_vram), pname),
-            value=vram, threshold=min_vram,
-            remediation="Use GPUs with more memory, or a profile for smaller models (experiments, inference)."))
-
-    # CPU cores per GPU
-    min_cores = p.get("min_cpu_cores_per_gpu")
-    cpg = s.get("cpu_cores_per_gpu")
-    if min_cores is not None and cpg is not None and cpg < min_cores:
-        out.append(finding(
-            "PROFILE_CPU_CORES_PER_GPU", FAIL, node,
-            "%s: cpu_cores_per_gpu is %s (%s cores / %s GPUs), expected >= %s (profile %s)"
-            % (node, _fmt(cpg), s.get("cpu_cores"), count, _fmt(min_cores), pname),
-            value=cpg, threshold=min_cores,
-            remediation="Data loading and NCCL proxy threads starve with fewer cores; use a host with more cores or fewer GPUs."))
-
-    # Host RAM relative to total VRAM
-    min_ratio = p.get("min_ram_per_vram")
-    ratio = s.get("ram_per_vram")
-    if min_ratio is not None and ratio is not None and ratio < min_ratio * RAM_SLACK:
-        out.append(finding(
-            "PROFILE_RAM_PER_VRAM", FAIL, node,
-            "%s: ram_per_vram is %s (%s MiB RAM / %s MiB VRAM), expected >= %s (profile %s)"
-            % (node, _fmt(ratio), s.get("memory_total_mib"), s.get("vram_total_mib"), _fmt(min_ratio), pname),
-            value=ratio, threshold=min_ratio,
-            remediation="Add host memory: pinned staging buffers, data loaders and checkpoint copies live in host RAM."))
-
-    # NVMe for data
-    if p.get("require_nvme") and not s.get("nvme_count"):
-        out.append(finding(
-            "PROFILE_NO_NVME", FAIL, node,
-            "%s: nvme_count is 0, expected >= 1 (profile %s)" % (node, pname),
-            value=0, threshold=1,
-            remediation="Add a local NVMe drive for the dataset cache and checkpoints."))
-
-    # NIC speed
-    min_nic = p.get("min_nic_gbps")
-    if min_nic is not None:
-        nic = s.get("nic_max_gbps")
-        if nic is None:
-            out.append(finding(
-                "PROFILE_NIC_SPEED_UNKNOWN", WARN, node,
-                "%s: nic_speed is unknown (no NIC reports a link speed), expected >= %s Gb/s (profile %s)"
-                % (node, _fmt(min_nic), pname),
-                value=None, threshold=min_nic,
-                remediation="Check the NIC with ethtool; virtual NICs report no speed."))
-        elif nic < min_nic:
-            out.append(finding(
-                "PROFILE_NIC_SLOW", FAIL, node,
-                "%s: nic_speed is %s Gb/s (%s), expected >= %s Gb/s (profile %s)"
-                % (node, _fmt(nic), s.get("nic_max_name"), _fmt(min_nic), pname),
-                value=nic, threshold=min_nic,
-                remediation="Multi-node gradient exchange needs >= 25 Gb/s; use a faster NIC or port."))
-
-    # RDMA for multi-node training
-    if p.get("require_rdma_multinode") and cluster_size > 1 and not s.get("rdma_active_ports"):
-        out.append(finding(
-            "PROFILE_RDMA_NOT_ACTIVE", FAIL, node,
-            "%s: rdma_active_ports is 0 of %d (source %s), expected >= 1 for a %d-node cluster (profile %s)"
-            % (node, s.get("rdma_ports_total") or 0, s.get("rdma_source") or "none", cluster_size, pname),
-            value=0, threshold=1,
-            remediation="Bring up an InfiniBand/RoCE port (cable, subnet manager: State must be Active), or run single-node."))
-
-    # ECC
-    ecc = p.get("ecc") or "ignore"
-    if ecc != "ignore":
-        sev = FAIL if ecc == "required" else WARN
-        unsupported = [g for g in gpus if g.get("ecc_capable") is False
-                       or (g.get("ecc_capable") is None and src == "nvidia-smi" and g.get("ecc_current") is None)]
-        if unsupported:
-            names = sorted({str(g["name"]) for g in unsupported})
-            idx, bus, scope = _gpu_scope(unsupported) if len(unsupported) < len(gpus) else (None, None, "all GPUs")
-            out.append(finding(
-                "PROFILE_ECC_UNSUPPORTED", sev, node,
-                "%s: ecc is unsupported on %s (%s), expected enabled (profile %s, ecc %s)"
-                % (node, scope, ", ".join(names), pname, ecc),
-                value="unsupported", threshold="enabled", gpu_index=idx, gpu_bus_id=bus,
-                remediation="Consumer GPUs have no ECC memory: silent bit flips corrupt long runs. "
-                            "Use data-centre GPUs or a profile that does not require ECC."))
-        disabled = [g for g in gpus if g not in unsupported and g.get("ecc_current") is False]
-        if disabled:
-            pending = all(g.get("ecc_pending") for g in disabled)
-            idx, bus, scope = _gpu_scope(disabled)
-            out.append(finding(
-                "PROFILE_ECC_DISABLED", sev, node,
-                "%s: ecc is disabled on %s%s, expected enabled (profile %s)"
-                % (node, scope, " (enabled after the next reboot)" if pending else "", pname),
-                value="disabled, pending enabled" if pending else "disabled", threshold="enabled",
-                gpu_index=idx, gpu_bus_id=bus,
-                remediation="Reboot to apply the pending ECC mode." if pending
-                else "Run 'nvidia-smi -e 1' and reboot (the validate stage checks ECC afterwards)."))
-
-    # Persistence mode (only known once the driver is loaded)
-    pers = p.get("persistence_mode") or "ignore"
-    if pers != "ignore":
-        off = [g for g in gpus if g.get("persistence") is False]
-        if off:
-            idx, bus, scope = _gpu_scope(off)
-            out.append(finding(
-                "PROFILE_PERSISTENCE_OFF", FAIL if pers == "required" else WARN, node,
-                "%s: persistence_mode is off on %s, expected on (profile %s)" % (node, scope, pname),
-                value="off", threshold="on", gpu_index=idx, gpu_bus_id=bus,
-                remediation="Enable nvidia-persistenced (systemctl enable --now nvidia-persistenced); without it every CUDA start re-initialises the GPUs."))
-
-    # Secure Boot: the NVIDIA modules must be signed with an enrolled key, or the driver will not load.
-    if s.get("secure_boot") == "enabled" and not module_signing:
-        out.append(finding(
-            "SECURE_BOOT_NO_SIGNING", FAIL, node,
-            "%s: secure_boot is enabled and no module-signing key is configured, expected a signing plan "
-            "(preflight_module_signing) or Secure Boot disabled" % node,
-            value="enabled", threshold="preflight_module_signing set",
-            remediation="Either set preflight_module_signing {key, cert} to a MOK enrolled with mokutil --import, "
-                        "or disable Secure Boot in firmware; unsigned nvidia.ko is refused by the kernel."))
-
-    # Supported OS
-    if supported_os:
-        key = s.get("os_key")
-        if key not in supported_os:
-            out.append(finding(
-                "OS_UNSUPPORTED", FAIL, node,
-                "%s: os is %s, expected one of [%s]" % (node, key or "unknown", ", ".join(supported_os)),
-                value=key, threshold=list(supported_os),
-                remediation="Reinstall the node with a supported OS; the driver and CUDA repositories exist only for these."))
+    for check in _GPU_NODE_CHECKS:
+        out.extend(check(context))
     return out

@@ -528,6 +528,11 @@ def resolve_thresholds(report, overrides=None, rdma_gbps_per_node=None):
     return out
 
 
+BASELINE_REQUIRED_KEYS = ("schema", "hardware_key", "backend", "world_size", "metrics")
+_JSON_TYPES = {"list": "array", "str": "string", "int": "number", "float": "number", "bool": "boolean",
+               "NoneType": "null"}
+
+
 def baseline_metrics(report):
     """The figures a baseline keeps (higher is better for all of them)."""
     sweep = report.get("sweep") or {}
@@ -538,8 +543,14 @@ def baseline_metrics(report):
     }
 
 
+def _positive_number(value):
+    """True for a finite number > 0 (bool is not a number here)."""
+    return (isinstance(value, (int, float)) and not isinstance(value, bool)
+            and math.isfinite(value) and value > 0)
+
+
 def make_baseline(report):
-    """A baseline document from a passing report."""
+    """A baseline document from a passing report; only figures a later run can be held to are kept."""
     sweep = report.get("sweep") or {}
     return {
         "schema": BASELINE_SCHEMA,
@@ -549,18 +560,79 @@ def make_baseline(report):
         "world_size": report["world_size"],
         "recorded_at": report.get("started_at"),
         "versions": report.get("versions"),
-        "metrics": baseline_metrics(report),
+        # One rank has busbw 0 by definition: a zero is no reference, so it is left out.
+        "metrics": {k: v for k, v in baseline_metrics(report).items() if _positive_number(v)},
         "sweep": [{"size_bytes": r["size_bytes"], "busbw_gbps": r["busbw_gbps"]} for r in sweep.get("rows") or []],
     }
 
 
+def _baseline_metric_problems(metrics):
+    if not isinstance(metrics, dict) or not metrics:
+        return ["metrics is %s, need an object with at least one of %s" % (
+            json.dumps(metrics, default=str), ", ".join(sorted(baseline_metrics({}))))]
+    known = baseline_metrics({})
+    problems = []
+    for name, value in sorted(metrics.items()):
+        if name not in known:
+            problems.append("metric %s is unknown (known: %s)" % (name, ", ".join(sorted(known))))
+        elif not _positive_number(value):
+            problems.append("metric %s is %s, need a finite number > 0" % (name, json.dumps(value, default=str)))
+    return problems
+
+
+def _baseline_sweep_problems(sweep):
+    if sweep is None:
+        return []
+    rows = sweep if isinstance(sweep, list) else [None]
+    for row in rows:
+        ok = (isinstance(row, dict) and _positive_number(row.get("size_bytes"))
+              and (row.get("busbw_gbps") is None or row.get("busbw_gbps") == 0 or _positive_number(row.get("busbw_gbps"))))
+        if not ok:
+            return ["sweep row %s is not {size_bytes > 0, busbw_gbps >= 0}" % json.dumps(row, default=str)[:120]]
+    return []
+
+
+def baseline_problems(baseline, report):
+    """Why ``baseline`` cannot be compared with ``report``: [] when it can.
+
+    A baseline is a JSON object of schema BASELINE_SCHEMA with BASELINE_REQUIRED_KEYS, finite
+    positive metrics, and the report's hardware key, backend and world size: anything else would
+    compare this run with nothing, or with another cluster shape.
+    """
+    if not isinstance(baseline, dict):
+        return ["it is a JSON %s, need an object" % _JSON_TYPES.get(type(baseline).__name__, type(baseline).__name__)]
+    problems = []
+    missing = [k for k in BASELINE_REQUIRED_KEYS if k not in baseline]
+    if missing:
+        problems.append("missing key(s) %s" % ", ".join(missing))
+    if "schema" in baseline and baseline["schema"] != BASELINE_SCHEMA:
+        problems.append("schema is %s, need %s" % (json.dumps(baseline["schema"], default=str), BASELINE_SCHEMA))
+    for key in ("hardware_key", "backend", "world_size"):
+        if key in baseline and baseline[key] != report.get(key):
+            problems.append("%s is %s, this run's is %s" % (
+                key, json.dumps(baseline[key], default=str), json.dumps(report.get(key), default=str)))
+    if "metrics" in baseline:
+        problems.extend(_baseline_metric_problems(baseline["metrics"]))
+    problems.extend(_baseline_sweep_problems(baseline.get("sweep")))
+    return problems
+
+
 def compare_baseline(report, baseline, tolerance=DEFAULT_TOLERANCE):
-    """[{metric, current, baseline, change, regressed, message}] for every shared metric."""
+    """[{metric, current, baseline, change, regressed, message}] for every baseline metric this run measured.
+
+    ``baseline`` must be usable (:func:`baseline_problems` empty). A current figure that is not a
+    finite number >= 0 counts as regressed: a broken measurement is not "as good as before".
+    """
     out = []
     current = baseline_metrics(report)
-    for metric, base in sorted((baseline.get("metrics") or {}).items()):
+    for metric, base in sorted(baseline["metrics"].items()):
         now = current.get(metric)
-        if base in (None, 0) or now is None:
+        if now is None:
+            continue
+        if not (now == 0 or _positive_number(now)):
+            out.append({"metric": metric, "current": now, "baseline": base, "change": None, "regressed": True,
+                        "message": "%s regressed: this run measured %s, not a number >= 0, vs baseline %s" % (
+                            metric, _fmt(now, 3), _fmt(base, 3))})
             continue
         change = (now - base) / base
         regressed = now < base * (1.0 - tolerance)
@@ -576,9 +648,41 @@ def _check(name, status, message, value=None, threshold=None):
     return {"name": name, "status": status, "message": message, "value": value, "threshold": threshold}
 
 
+def _check_baseline(report, baseline, tolerance, baseline_error=None):
+    """(check, comparison, problems): the stored baseline judged, then compared with this run.
+
+    A baseline that cannot be used (unreadable, wrong schema, metrics that are not finite positive
+    numbers, another hardware key / backend / world size) fails the check with its reasons: it is
+    never a pass by having nothing to compare.
+    """
+    if baseline is None and baseline_error is None:
+        return _check("baseline", "skip", "no baseline stored for %s / %s" % (
+            report["cluster"], report["hardware_key"])), [], []
+    problems = [baseline_error] if baseline_error else baseline_problems(baseline, report)
+    if problems:
+        return _check("baseline", "fail", "the stored baseline cannot be used: %s; fix it, or remove it and "
+                      "store a new one with smoke_test_store_baseline=true" % "; ".join(problems),
+                      value=problems), [], problems
+    if report.get("sweep") is None:
+        return _check("baseline", "skip", "no job result to compare"), [], []
+    comparison = compare_baseline(report, baseline, tolerance)
+    regressed = [c for c in comparison if c["regressed"]]
+    if regressed:
+        return _check("baseline", "fail", "; ".join(c["message"] for c in regressed),
+                      value={c["metric"]: c["current"] for c in regressed},
+                      threshold={c["metric"]: c["baseline"] for c in regressed}), comparison, []
+    if not comparison:
+        return _check("baseline", "skip", "this run measured none of the baseline's metrics (%s)" % ", ".join(
+            sorted(baseline["metrics"]))), comparison, []
+    return _check("baseline", "pass", "; ".join(c["message"] for c in comparison)), comparison, []
+
+
 def evaluate(report, thresholds, baseline=None, tolerance=DEFAULT_TOLERANCE, expect_rdma=False, sim=False,
-             allow_socket_transport=False, allow_no_busbw_floor=False):
+             allow_socket_transport=False, allow_no_busbw_floor=False, baseline_error=None):
     """Add ``verdict`` ({passed, checks, reasons}) and ``baseline`` to the report; return the report.
+
+    ``baseline``: the stored baseline as read (any JSON value), or None when there is none;
+    ``baseline_error``: why the stored file could not be read at all (it then fails the check).
 
     A multi-node NCCL run that used TCP sockets between nodes, or that has no bandwidth floor to
     be held to, fails unless the operator opted out by name (``allow_socket_transport``,
@@ -738,26 +842,17 @@ def evaluate(report, thresholds, baseline=None, tolerance=DEFAULT_TOLERANCE, exp
         checks.append(_check("nccl_tests", "fail" if problems else "pass",
                              "; ".join(problems) or "all_reduce_perf: no wrong values on %s" % ", ".join(sorted(report["nccl_tests"]))))
 
-    comparison = []
-    if baseline is None:
-        checks.append(_check("baseline", "skip", "no baseline stored for %s / %s" % (report["cluster"], report["hardware_key"])))
-    elif sweep is None:
-        checks.append(_check("baseline", "skip", "no job result to compare"))
-    else:
-        comparison = compare_baseline(report, baseline, tolerance)
-        regressed = [c for c in comparison if c["regressed"]]
-        if regressed:
-            checks.append(_check("baseline", "fail", "; ".join(c["message"] for c in regressed),
-                                 value={c["metric"]: c["current"] for c in regressed},
-                                 threshold={c["metric"]: c["baseline"] for c in regressed}))
-        else:
-            checks.append(_check("baseline", "pass", "; ".join(c["message"] for c in comparison) or "nothing to compare"))
+    baseline_check, comparison, problems = _check_baseline(report, baseline, tolerance, baseline_error)
+    checks.append(baseline_check)
 
     checks.sort(key=lambda c: _CHECK_ORDER.index(c["name"]) if c["name"] in _CHECK_ORDER else 99)
     failed = [c for c in checks if c["status"] == "fail"]
     report["thresholds"] = thresholds
-    report["baseline"] = {"found": baseline is not None, "tolerance": tolerance, "comparison": comparison,
-                          "recorded_at": (baseline or {}).get("recorded_at"), "stored": False, "file": None}
+    found = baseline is not None or baseline_error is not None
+    usable = found and not problems
+    report["baseline"] = {"found": found, "usable": usable, "problems": problems, "tolerance": tolerance,
+                          "comparison": comparison, "recorded_at": baseline.get("recorded_at") if usable else None,
+                          "stored": False, "file": None}
     report["verdict"] = {"passed": not failed, "checks": checks,
                          "reasons": ["%s: %s" % (c["name"], c["message"]) for c in failed]}
     return report
@@ -947,7 +1042,8 @@ def render_markdown(report, chart_file="smoke_busbw.svg", baseline=None):
     if b.get("comparison"):
         lines += ["## Baseline", "", "| metric | this run | baseline | change |", "|---|---:|---:|---:|"]
         for c in b["comparison"]:
-            lines.append("| %s | %s | %s | %+.1f %% |" % (c["metric"], _fmt(c["current"], 3), _fmt(c["baseline"], 3), c["change"] * 100))
+            change = "-" if c["change"] is None else "%+.1f %%" % (c["change"] * 100)
+            lines.append("| %s | %s | %s | %s |" % (c["metric"], _fmt(c["current"], 3), _fmt(c["baseline"], 3), change))
         lines.append("")
     lines += ["## Nodes", "", "| node | address | procs | status | GPUs | inter-node | detail |", "|---|---|---:|---|---:|---|---|"]
     for n in report["nodes"]:

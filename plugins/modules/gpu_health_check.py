@@ -64,8 +64,16 @@ options:
         description: Retired pages at or above this fail.
         type: int
       expected_gpu_count:
-        description: GPUs the driver must see; null compares with the PCI bus only.
+        description:
+          - GPUs every node must have (the profile's count); null compares with the majority of
+            O(thresholds.cluster_gpu_counts), and with a lone node only the driver with the PCI bus.
         type: int
+      cluster_gpu_counts:
+        description:
+          - Every node's GPUs as C([PCI count, driver count]) (or one count); without
+            O(thresholds.expected_gpu_count) the count most nodes have is expected (a tie takes the larger).
+        type: list
+        elements: raw
       persistence_required:
         description: Warn on persistence mode off.
         type: bool
@@ -171,6 +179,12 @@ persistence_enable_gpus:
   returned: always
   type: list
   elements: int
+gpu_counts:
+  description:
+    - C({pci, driver, listed, duplicated}); C(driver) counts distinct PCI bus ids, so a GPU nvidia-smi
+      lists twice is counted once, and C(duplicated) names such bus ids.
+  returned: always
+  type: dict
 """
 
 from ansible.module_utils.basic import AnsibleModule
@@ -179,6 +193,7 @@ from ansible_collections.gpufleet.cluster.plugins.module_utils.health import (
     DEFAULTS,
     ecc_enable_candidates,
     evaluate_node,
+    gpu_counts,
     node_result,
     persistence_enable_candidates,
 )
@@ -192,6 +207,7 @@ THRESHOLD_SPEC = {
     "retired_pages_warn": {"type": "int"},
     "retired_pages_fail": {"type": "int"},
     "expected_gpu_count": {"type": "int"},
+    "cluster_gpu_counts": {"type": "list", "elements": "raw"},
     "persistence_required": {"type": "bool"},
     "pcie_check": {"type": "bool"},
     "throttle_fail_reasons": {"type": "list", "elements": "str"},
@@ -243,6 +259,7 @@ def main():
         lines=result["lines"],
         ecc_enable_gpus=ecc_enable_candidates(gpus),
         persistence_enable_gpus=persistence_enable_candidates(gpus),
+        gpu_counts=gpu_counts(p["gpu_info"]),
     )
 
 

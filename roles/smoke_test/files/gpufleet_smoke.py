@@ -10,6 +10,8 @@ Three modes, one file (the smoke_test role copies it to every node):
            rendezvous on the first node, under a hard deadline. Prints one JSON document:
            the roll call, torchrun's exit, the NCCL INFO lines and (on the node that held global
            rank 0) the job result. Standard library only, so it starts in milliseconds.
+``store``  run by ``node`` on the first node: hosts the rendezvous TCPStore on that node's own
+           address (a socket bound there and handed to TCPStore), not on every interface.
 ``job``    the distributed program torchrun starts, one process per GPU (or per CPU slot):
            all-reduce sweep (warm-up, timed iterations, correctness on every rank; time, algbw,
            busbw as nccl-tests computes them) and a short DDP training run (loss must fall, no
@@ -22,6 +24,10 @@ On a Slurm cluster (smoke_test_launcher: srun) two more modes replace ``node``:
                 document per node, cut from srun's labelled output.
 ``slurm-task``  what each srun task runs: torch's env:// variables from SLURM_*, a roll call by each
                 node's first task (the others wait for its verdict), then ``job`` in-process.
+
+What crosses the network: the roll call (its own line protocol), the TCPStore (rendezvous and
+process-group keys) and tensors. Records the ranks exchange travel as fixed-size JSON in uint8
+tensors (:func:`encode_record`), never as pickles (no ``*_object`` collective).
 """
 
 import argparse
@@ -29,6 +35,7 @@ import json
 import math
 import os
 import re
+import select
 import signal
 import socket
 import subprocess
@@ -38,6 +45,12 @@ import time
 
 SCHEMA = "gpufleet.smoke.job/1"
 ROLLCALL_MAGIC = "gpufleet-rollcall/1"
+STORE_READY = "GPUFLEET_STORE_READY"
+# One rank's record on the wire: 4-byte big-endian length, UTF-8 JSON, zero padding.
+RECORD_BYTES = 1024
+_RECORD_HEADER = 4
+MEMBER_FIELDS = {"rank": int, "local_rank": int, "node": str, "address": (str, type(None)), "hostname": str,
+                 "device": str, "gpu": (str, type(None))}
 
 
 def _stage(rank, stage):
@@ -280,6 +293,82 @@ def summarize_log(lines, max_nccl_lines):
             "log_tail": _tail([ln for ln in lines if not ln.startswith(("GPUFLEET_STAGE ", "GPUFLEET_TASK "))], 40)}
 
 
+def bound_listener(address, port):
+    """A TCP socket listening on (address, port) only: what the stores are handed instead of binding
+    to every interface themselves."""
+    family, kind, proto, _name, sockaddr = socket.getaddrinfo(address, port, type=socket.SOCK_STREAM)[0]
+    sock = socket.socket(family, kind, proto)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind(sockaddr)
+        sock.listen(512)
+    except OSError:
+        sock.close()
+        raise
+    return sock
+
+
+def cmd_store(args):
+    """Host a TCPStore on --address:--port until stdin closes (the launcher is done) or --timeout."""
+    from datetime import timedelta  # pylint: disable=import-outside-toplevel
+    import torch.distributed as dist  # pylint: disable=import-outside-toplevel
+    try:
+        listener = bound_listener(args.address, args.port)
+    except OSError as exc:
+        print("cannot listen on %s:%s: %s" % (args.address, args.port, exc), flush=True)
+        return 2
+    # The store owns the descriptor from here on (detach: Python must not close it).
+    store = dist.TCPStore(args.address, args.port, None, True, timedelta(seconds=max(args.timeout, 1)),
+                          wait_for_workers=False, master_listen_fd=listener.detach())
+    print("%s %s:%d" % (STORE_READY, args.address, store.port), flush=True)
+    deadline = time.monotonic() + args.timeout
+    while time.monotonic() < deadline:
+        ready, _w, _x = select.select([sys.stdin], [], [], min(1.0, max(deadline - time.monotonic(), 0)))
+        if ready and not sys.stdin.buffer.read1(4096):
+            break
+    del store
+    return 0
+
+
+def start_store_host(address, port, timeout, log_file):
+    """The rendezvous store on this node's address, in a child that lives as long as its stdin.
+    Its stdout carries only the ready line (or why it could not listen); torch's own output goes to
+    ``log_file``, so a full pipe can never stall it."""
+    with open(log_file, "wb") as log:
+        return subprocess.Popen([sys.executable, os.path.abspath(__file__), "store", "--address", address,  # noqa: S603
+                                 "--port", str(port), "--timeout", str(int(timeout) + 30)],
+                                stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log)
+
+
+def wait_store_ready(proc, deadline, log_file):
+    """None once the store host says it listens; else why not (its output and log)."""
+    fd = proc.stdout.fileno()
+    text = b""
+    while time.monotonic() < deadline and STORE_READY.encode() not in text:
+        ready, _w, _x = select.select([fd], [], [], max(min(1.0, deadline - time.monotonic()), 0))
+        if ready:
+            chunk = os.read(fd, 4096)
+            if not chunk:
+                break
+            text += chunk
+    if STORE_READY.encode() in text:
+        return None
+    with open(log_file, "r", encoding="utf-8", errors="replace") as log:
+        lines = text.decode("utf-8", "replace").splitlines() + log.read().splitlines()
+    return "the rendezvous store did not start: %s" % (" | ".join(_tail(lines, 5)) or "no output before the deadline")
+
+
+def stop_store_host(proc):
+    if proc is None:
+        return
+    try:
+        proc.stdin.close()
+        proc.wait(timeout=10)
+    except (OSError, subprocess.TimeoutExpired):
+        proc.kill()
+        proc.wait()
+
+
 def cmd_node(args):
     t_start = time.time()
     deadline = time.monotonic() + args.timeout
@@ -293,6 +382,20 @@ def cmd_node(args):
            "torchrun_rc": None, "timed_out": False, "stage": "rollcall", "last_stages": {},
            "nccl_lines": [], "log_tail": [], "result": None, "error": None}
 
+    store_host = store_log = None
+    if node_rank == 0:
+        # Started before the roll call, so importing torch overlaps it.
+        os.makedirs(args.work_dir, exist_ok=True)
+        store_log = os.path.join(args.work_dir, "store-%s.log" % args.run_id)
+        store_host = start_store_host(peers[0][1], args.rdzv_port, args.timeout, store_log)
+    try:
+        return _node_run(args, out, peers, deadline, store_host, store_log)
+    finally:
+        stop_store_host(store_host)
+
+
+def _node_run(args, out, peers, deadline, store_host, store_log):
+    """The roll call, then torchrun against the store the first node hosts; prints the node's document."""
     if len(peers) > 1:
         view = rollcall(args.node_name, peers, args.rollcall_port,
                         min(args.join_timeout, max(deadline - time.monotonic(), 1)))
@@ -307,11 +410,18 @@ def cmd_node(args):
         print(json.dumps(out))
         return 3
 
+    if store_host is not None:
+        out["error"] = wait_store_ready(store_host, deadline, store_log)
+        if out["error"]:
+            out["finished_at"] = time.time()
+            print(json.dumps(out))
+            return 4
     result_file, log_file = fresh_work_files(args.work_dir, args.run_id, "torchrun")
     rdzv_host = peers[0][1]
     join_left = max(int(min(args.join_timeout, deadline - time.monotonic())), 5)
-    rdzv_conf = "join_timeout=%d,read_timeout=%d,last_call_timeout=1,close_timeout=10,is_host=%d" % (
-        join_left, join_left, 1 if node_rank == 0 else 0)
+    # is_host=0 everywhere: the store is the first node's store host, bound to its address only.
+    rdzv_conf = "join_timeout=%d,read_timeout=%d,last_call_timeout=1,close_timeout=10,is_host=0" % (
+        join_left, join_left)
     cmd = [args.torchrun,
            "--nnodes", str(len(peers)),
            "--nproc-per-node", str(args.nproc),
@@ -332,6 +442,11 @@ def cmd_node(args):
     out["gloo_socket_ifname"] = env.get("GLOO_SOCKET_IFNAME")
     env["GPUFLEET_NODE_NAME"] = args.node_name
     env["GPUFLEET_NODE_ADDR"] = out["address"]
+    # The workers' process group uses the rendezvous store too (under its own prefix), so no agent
+    # or rank opens a store of its own on every interface.
+    env["TORCH_DISABLE_SHARE_RDZV_TCP_STORE"] = "1"
+    env["GPUFLEET_STORE_ADDR"], env["GPUFLEET_STORE_PORT"] = rdzv_host, str(args.rdzv_port)
+    env["GPUFLEET_RUN_ID"] = args.run_id
     env.setdefault("PYTHONUNBUFFERED", "1")
     env.setdefault("OMP_NUM_THREADS", "1")
     out["stage"] = "torchrun"
@@ -763,6 +878,84 @@ def run_training(args, dist, torch, device, rank, world):
     }
 
 
+def encode_record(record, size=RECORD_BYTES):
+    """``record`` as ``size`` bytes: 4-byte big-endian length, compact UTF-8 JSON, zero padding."""
+    payload = json.dumps(record, sort_keys=True, separators=(",", ":"), allow_nan=False).encode("utf-8")
+    if len(payload) > size - _RECORD_HEADER:
+        raise ValueError("record of %d bytes does not fit in %d: %s..." % (
+            len(payload), size - _RECORD_HEADER, payload[:80].decode("utf-8", "replace")))
+    return len(payload).to_bytes(_RECORD_HEADER, "big") + payload + b"\0" * (size - _RECORD_HEADER - len(payload))
+
+
+def decode_record(buf, size=RECORD_BYTES):
+    """The JSON object ``encode_record`` wrote; ValueError for anything else (wrong size, length, text)."""
+    buf = bytes(buf)
+    if len(buf) != size:
+        raise ValueError("record is %d bytes, need %d" % (len(buf), size))
+    length = int.from_bytes(buf[:_RECORD_HEADER], "big")
+    if not 0 < length <= size - _RECORD_HEADER:
+        raise ValueError("record length %d is outside 1..%d" % (length, size - _RECORD_HEADER))
+    if buf[_RECORD_HEADER + length:].strip(b"\0"):
+        raise ValueError("record has bytes after its %d-byte payload" % length)
+    try:
+        record = json.loads(buf[_RECORD_HEADER:_RECORD_HEADER + length].decode("utf-8"),
+                            parse_constant=lambda name: _reject("non-finite number %s" % name))
+    except (UnicodeDecodeError, ValueError) as exc:
+        raise ValueError("record is not UTF-8 JSON: %s" % exc) from None
+    if not isinstance(record, dict):
+        raise ValueError("record is a %s, need an object" % type(record).__name__)
+    return record
+
+
+def _reject(why):
+    raise ValueError(why)
+
+
+def validate_member(record, rank):
+    """A rank's roll-call record, checked field by field: the keys and types MEMBER_FIELDS names."""
+    if sorted(record) != sorted(MEMBER_FIELDS):
+        raise ValueError("rank %d sent fields %s, need %s" % (rank, sorted(record), sorted(MEMBER_FIELDS)))
+    for key, kind in MEMBER_FIELDS.items():
+        if not isinstance(record[key], kind) or isinstance(record[key], bool):
+            raise ValueError("rank %d sent %s=%r" % (rank, key, record[key]))
+    if record["rank"] != rank:
+        raise ValueError("rank %d sent the record of rank %d" % (rank, record["rank"]))
+    return record
+
+
+def gather_members(dist, torch, device, me, world):
+    """Every rank's record, as fixed-size JSON in uint8 tensors over all_gather (no pickle)."""
+    local = torch.tensor(list(encode_record(me)), dtype=torch.uint8, device=device)
+    gathered = [torch.zeros(RECORD_BYTES, dtype=torch.uint8, device=device) for _rank in range(world)]
+    dist.all_gather(gathered, local)
+    members = []
+    for rank, tensor in enumerate(gathered):
+        try:
+            members.append(validate_member(decode_record(bytes(tensor.cpu().tolist())), rank))
+        except ValueError as exc:
+            raise SystemExit("bad roll-call record from rank %d: %s" % (rank, exc)) from None
+    return members
+
+
+def process_group_store(dist, environ, timeout):
+    """The process group's store: the rendezvous store the first node hosts (torchrun launcher), or
+    under srun one rank 0 hosts on MASTER_ADDR only; None (env://) where torchrun's agent hosts it."""
+    if environ.get("GPUFLEET_STORE_ADDR"):
+        client = dist.TCPStore(environ["GPUFLEET_STORE_ADDR"], int(environ["GPUFLEET_STORE_PORT"]), None, False, timeout)
+        return dist.PrefixStore("gpufleet/%s/pg/" % environ.get("GPUFLEET_RUN_ID", "run"), client)
+    if environ.get("TORCHELASTIC_USE_AGENT_STORE") == "True":
+        return None
+    addr, port = environ["MASTER_ADDR"], int(environ["MASTER_PORT"])
+    world = int(environ["WORLD_SIZE"])
+    if int(environ["RANK"]) != 0:
+        return dist.TCPStore(addr, port, world, False, timeout)
+    try:
+        listener = bound_listener(addr, port)
+    except OSError as exc:
+        raise SystemExit("rank 0 cannot listen on MASTER_ADDR %s:%s: %s" % (addr, port, exc)) from None
+    return dist.TCPStore(addr, port, world, True, timeout, master_listen_fd=listener.detach())
+
+
 def cuda_device_index(local_rank, device_count, one_per_task=False):
     """The GPU of this rank: its local rank, or under srun the one GPU Slurm left the task (--gpus-per-task=1)."""
     if local_rank < device_count:
@@ -791,14 +984,19 @@ def cmd_job(args):
     else:
         device = torch.device("cpu")
     _stage(rank, "init")
-    dist.init_process_group(backend=backend, timeout=timedelta(seconds=args.collective_timeout))
+    timeout = timedelta(seconds=args.collective_timeout)
+    store = process_group_store(dist, os.environ, timeout)
+    if store is None:
+        dist.init_process_group(backend=backend, timeout=timeout)
+    else:
+        dist.init_process_group(backend=backend, timeout=timeout, store=store,
+                                rank=int(os.environ["RANK"]), world_size=int(os.environ["WORLD_SIZE"]))
     world = dist.get_world_size()
     rank = dist.get_rank()
     me = {"rank": rank, "local_rank": local_rank, "node": os.environ.get("GPUFLEET_NODE_NAME") or socket.gethostname(),
           "address": os.environ.get("GPUFLEET_NODE_ADDR"), "hostname": socket.gethostname(),
           "device": str(device), "gpu": torch.cuda.get_device_name(device) if device.type == "cuda" else None}
-    members = [None] * world
-    dist.all_gather_object(members, me)
+    members = gather_members(dist, torch, device, me, world)
     _stage(rank, "joined")
     init_s = time.time() - t_start
     nccl_version = None
@@ -880,6 +1078,10 @@ def main(argv=None):
     node.add_argument("--work-dir", default="/var/lib/gpufleet/smoke")
     node.add_argument("--max-nccl-lines", type=int, default=4000)
     node.add_argument("job_args", nargs=argparse.REMAINDER, help="after --: arguments for the job")
+    store = sub.add_parser("store", help="internal: the rendezvous store, started by node on the first node")
+    store.add_argument("--address", required=True, help="the node's own address on the job network")
+    store.add_argument("--port", type=int, required=True)
+    store.add_argument("--timeout", type=float, default=330)
     job = sub.add_parser("job")
     job.add_argument("--result-file", required=True)
     _job_parser(job)
@@ -908,6 +1110,8 @@ def main(argv=None):
         return cmd_probe(args)
     if args.mode == "job":
         return cmd_job(args)
+    if args.mode == "store":
+        return cmd_store(args)
     if args.job_args and args.job_args[0] == "--":
         args.job_args = args.job_args[1:]
     if args.mode == "node":

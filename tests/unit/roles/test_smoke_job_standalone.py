@@ -2,7 +2,8 @@
 
 - torchrun --standalone with 2 processes: sweep + training, checked and turned into all reports;
 - two launchers on loopback (127.0.0.1 and 127.0.0.2) acting as two nodes: roll call, c10d
-  rendezvous on the first, one process each;
+  rendezvous on the first, one process each; every socket the job listens on, read from /proc
+  while it runs, is bound to a node's own address (issue 25, F12), never to every interface;
 - a node that never starts: the roll call fails within its timeout and names it.
 """
 import json
@@ -127,24 +128,86 @@ def _launcher(name, peers, work, run_id, rdzv_port, roll_port, join_timeout=30, 
             "--work-dir", str(work), "--"] + SMALL
 
 
+def _descendants(roots):
+    """Every live process under ``roots`` (torchrun runs in a session of its own, so by parent)."""
+    parents = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open("/proc/%s/stat" % entry, encoding="utf-8") as fh:
+                    parents[int(entry)] = int(fh.read().rsplit(")", 1)[1].split()[1])
+            except (OSError, IndexError, ValueError):
+                continue
+    found, grew = set(roots), True
+    while grew:
+        more = {pid for pid, ppid in parents.items() if ppid in found and pid not in found}
+        found |= more
+        grew = bool(more)
+    return found
+
+
+def _hex_address(text):
+    """'0100007F:1F90' -> ('127.0.0.1', 8080); an IPv6 wildcard -> ('::', port)."""
+    addr, port = text.split(":")
+    if len(addr) == 8:
+        return socket.inet_ntop(socket.AF_INET, bytes.fromhex(addr)[::-1]), int(port, 16)
+    raw = b"".join(bytes.fromhex(addr[i:i + 8])[::-1] for i in range(0, 32, 8))
+    return socket.inet_ntop(socket.AF_INET6, raw), int(port, 16)
+
+
+def _listening(pids):
+    """{(address, port)} of the TCP sockets in LISTEN state that ``pids`` hold, from /proc."""
+    inodes = set()
+    for pid in pids:
+        try:
+            for fd in os.listdir("/proc/%d/fd" % pid):
+                target = os.readlink("/proc/%d/fd/%s" % (pid, fd))
+                if target.startswith("socket:["):
+                    inodes.add(target[8:-1])
+        except OSError:
+            continue
+    found = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        with open(table, encoding="utf-8") as fh:
+            for line in fh.readlines()[1:]:
+                fields = line.split()
+                if fields[3] == "0A" and fields[9] in inodes:
+                    found.add(_hex_address(fields[1]))
+    return found
+
+
 def test_two_nodes_on_loopback(tmp_path):
     peers = "a=127.0.0.1,b=127.0.0.2"
     rdzv, roll = _free_port(), _free_port()
-    procs = {}
+    procs, logs = {}, {}
     for name in ("a", "b"):
-        procs[name] = subprocess.Popen(_launcher(name, peers, tmp_path / name, "t2n", rdzv, roll), stdout=subprocess.PIPE,
-                                       stderr=subprocess.PIPE, text=True, env=_env(), start_new_session=True)
+        logs[name] = (open(tmp_path / ("%s.out" % name), "w+", encoding="utf-8"),
+                      open(tmp_path / ("%s.err" % name), "w+", encoding="utf-8"))
+        procs[name] = subprocess.Popen(_launcher(name, peers, tmp_path / name, "t2n", rdzv, roll), stdout=logs[name][0],
+                                       stderr=logs[name][1], text=True, env=_env(), start_new_session=True)
+    listening = set()
     outs = {}
     try:
+        harness_deadline = time.monotonic() + 240
+        while any(p.poll() is None for p in procs.values()) and time.monotonic() < harness_deadline:
+            listening |= _listening(_descendants({p.pid for p in procs.values()}))
+            time.sleep(0.1)
         for name, proc in procs.items():
-            out, err = proc.communicate(timeout=240)
+            assert proc.poll() is not None, "%s did not finish" % name
+            out, err = (fh.seek(0) or fh.read() for fh in logs[name])
             assert proc.returncode == 0, (name, out[-2000:], err[-2000:])
             outs[name] = json.loads(out.strip().splitlines()[-1])
     finally:
-        for proc in procs.values():
+        for name, proc in procs.items():
             if proc.poll() is None:
                 os.killpg(proc.pid, signal.SIGKILL)
                 proc.wait()
+            for fh in logs[name]:
+                fh.close()
+    # The rendezvous store (which the process group shares) listens on the first node's address only.
+    assert {a for a, p in listening if p == rdzv} == {"127.0.0.1"}, sorted(listening)
+    # Nothing the job opened listens on every interface; everything on one of the nodes' addresses.
+    assert {a for a, _p in listening} <= {"127.0.0.1", "127.0.0.2"}, sorted(listening)
     for name, doc in outs.items():
         assert doc["rollcall"]["ok"] and doc["torchrun_rc"] == 0
         assert doc["rollcall"]["reached"] == [{"a": "b", "b": "a"}[name]]
@@ -161,16 +224,32 @@ def test_two_nodes_on_loopback(tmp_path):
     assert report["nodes_joined"] == res["nodes"] and report["missing_nodes"] == []
 
 
+def test_rank_zero_store_without_torchrun_listens_on_master_addr_only():
+    """The srun launcher's path: no agent, rank 0 hosts the process group's store on MASTER_ADDR."""
+    import importlib.util  # pylint: disable=import-outside-toplevel
+    from datetime import timedelta  # pylint: disable=import-outside-toplevel
+    import torch.distributed as dist  # pylint: disable=import-outside-toplevel
+    spec = importlib.util.spec_from_file_location("gpufleet_smoke_store", JOB)
+    smoke = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(smoke)
+    port = _free_port("127.0.0.3")
+    env = {"MASTER_ADDR": "127.0.0.3", "MASTER_PORT": str(port), "RANK": "0", "WORLD_SIZE": "1"}
+    store = smoke.process_group_store(dist, env, timedelta(seconds=30))
+    try:
+        store.set("k", "v")
+        assert store.get("k") == b"v"
+        assert {(a, p) for a, p in _listening({os.getpid()}) if p == port} == {("127.0.0.3", port)}
+    finally:
+        del store
+
+
 def test_node_that_never_starts_is_named_within_the_join_timeout(tmp_path):
     peers = "a=127.0.0.1,b=127.0.0.2"
-    t0 = time.monotonic()
     rc, out, err = _run(_launcher("a", peers, tmp_path / "a", "tmiss", _free_port(), _free_port(), join_timeout=4), timeout=60)
-    took = time.monotonic() - t0
     assert rc == 3, err
     doc = json.loads(out.strip().splitlines()[-1])
     assert doc["rollcall"]["unreachable"] == ["b"] and doc["rollcall"]["not_heard_from"] == ["b"]
     assert doc["torchrun_rc"] is None  # torchrun never started: nothing to hang
-    assert took < 4 + 5, took
     nodes = {"a": {"address": "127.0.0.1", "nproc": 1, "gpu": {}, "probe": {}},
              "b": {"address": "127.0.0.2", "nproc": 1, "gpu": {}, "probe": {}}}
     report = sr.build_report("loop", ["a", "b"], nodes, {"a": doc, "b": None}, "gloo")

@@ -90,3 +90,70 @@ def test_node_without_rdma_leaves_no_floor_and_fails_unless_allowed_by_name(tmp_
     verdict, report = judge(tmp_path / "allowed", {"n1": 3200, "n2": None}, "-e", "allow_floorless=true")
     statuses = {c["name"]: c["status"] for c in report["verdict"]["checks"]}
     assert statuses["busbw_gbps"] == "skip", report["verdict"]["reasons"]
+
+
+CASES_PLAY = """
+- hosts: all
+  gather_facts: false
+  tasks:
+    - ansible.builtin.set_fact:
+        __smoke_test_node: "{{ records[inventory_hostname] }}"
+    - gpufleet.cluster.smoke_report:
+        cluster: "{{ item }}"
+        hosts: "{{ ansible_play_hosts_all }}"
+        backend: nccl
+        report_dir: "%(out)s/reports/{{ item }}"
+        baseline_dir: "%(out)s/baselines"
+        thresholds: {min_loss_drop: 0.1}
+      loop: "{{ cases }}"
+      register: verdicts
+      run_once: true
+      ignore_errors: true
+    - ansible.builtin.copy:
+        content: "{{ verdicts.results | to_json }}"
+        dest: "%(out)s/verdicts.json"
+        mode: "0644"
+      run_once: true
+"""
+
+
+def test_broken_baselines_fail_with_their_reason_and_never_crash_the_action(tmp_path):
+    """Issue 25 F11: every broken baseline of the module_utils table, plus a file that is not JSON,
+    read by the action itself (one play, one cluster name per case); a good one as the control."""
+    from ansible_collections.gpufleet.cluster.plugins.module_utils import smoke_report as sr
+    good_report = cases._baseline_case_report()
+    files = {name: json.dumps(spoil(sr.make_baseline(good_report)))
+             for name, (spoil, _needle) in cases.BROKEN_BASELINES.items()}
+    files["not_json"] = "{ this is not json"
+    files["json_null"] = "null"
+    files["good"] = json.dumps(sr.make_baseline(good_report))
+    (tmp_path / "baselines").mkdir(parents=True)
+    for name, text in files.items():
+        (tmp_path / "baselines" / sr.baseline_filename(name, good_report["hardware_key"])).write_text(text)
+    inventory = tmp_path / "hosts.yml"
+    local = {"ansible_connection": "local", "ansible_python_interpreter": sys.executable}
+    inventory.write_text(json.dumps({"all": {"hosts": {"n1": local, "n2": local}}}))
+    play = tmp_path / "play.yml"
+    play.write_text(CASES_PLAY % {"out": tmp_path})
+    env = dict(os.environ, PATH="%s:%s" % (VENV_BIN, os.environ.get("PATH", "")), ANSIBLE_NOCOLOR="1")
+    extra = {"records": records({"n1": 3200, "n2": 3200}), "cases": sorted(files)}
+    proc = subprocess.run([str(VENV_BIN / "ansible-playbook"), "-i", str(inventory), str(play), "-e", json.dumps(extra)],
+                          cwd=str(_REPO), env=env, capture_output=True, text=True, timeout=600, check=False)
+    assert (tmp_path / "verdicts.json").exists(), proc.stdout[-3000:] + proc.stderr[-2000:]
+    results = {r["item"]: r for r in json.loads((tmp_path / "verdicts.json").read_text())}
+    assert sorted(results) == sorted(files)
+    for name, result in results.items():
+        # A crash reads "Unexpected failure during module execution" with a traceback.
+        assert result["msg"].startswith("smoke test "), (name, result["msg"], result.get("exception"))
+        report = json.loads((tmp_path / "reports" / name / "smoke.json").read_text())
+        status = {c["name"]: c["status"] for c in report["verdict"]["checks"]}
+        if name == "good":
+            assert result["passed"] is True and status["baseline"] == "pass", result.get("reasons")
+            continue
+        assert result["passed"] is False and result["failed"] is True, name
+        assert status["baseline"] == "fail", (name, status)
+        (reason,) = [r for r in result["reasons"] if r.startswith("baseline:")]
+        needle = {"not_json": "cannot read", "json_null": "holds JSON null, need an object"}.get(name) \
+            or cases.BROKEN_BASELINES[name][1]
+        assert needle in reason, (name, reason)
+        assert report["baseline"]["usable"] is False

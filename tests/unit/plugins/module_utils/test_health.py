@@ -551,3 +551,111 @@ def test_unreadable_retired_page_count_on_a_page_retiring_gpu_fails():
     assert _codes(gpu_info, 1).get("RETIRED_PAGES_UNREADABLE") == "fail"
     assert not [f for f in health.check_gpus("n", gpu_info) if f["code"] == "RETIRED_PAGES_UNREADABLE"
                 and f["gpu_index"] != 1]
+
+
+# --- a GPU lost from the bus too, or hidden by a duplicated entry (issue 25, F14) ------------
+
+
+def _lose_gpu(gpu_info, index, from_pci, duplicate_of=None):
+    """The real 8x H100 facts with GPU ``index`` gone from nvidia-smi (and from the PCI bus when
+    ``from_pci``: dead at boot); ``duplicate_of`` puts that GPU's entry in its place twice."""
+    gone = gpu_info["gpus"][index]["pci_bus_id"]
+    if duplicate_of is None:
+        gpu_info["gpus"].pop(index)
+    else:
+        gpu_info["gpus"][index] = copy.deepcopy(gpu_info["gpus"][duplicate_of])
+    gpu_info["driver_gpu_count"] = len(gpu_info["gpus"])  # gpu_info counts entries, as the module does
+    if from_pci:
+        gpu_info["pci_devices"] = [d for d in gpu_info["pci_devices"] if d["bus_id"] != gone]
+        gpu_info["pci_gpu_count"] = len(gpu_info["pci_devices"])
+    else:
+        gpu_info["missing_from_driver"] = [gone]
+    return gone
+
+
+def _role_counts(facts):
+    """What the role passes: every node's [PCI count, driver count] as gpu_info reported them."""
+    return [[f["gpu_info"]["pci_gpu_count"], f["gpu_info"]["driver_gpu_count"]] for f in facts.values()]
+
+
+# name -> (how node2 loses GPU 6, extra options, {code: (value, threshold, text in the message)} on node2)
+LOST_GPU_CASES = {
+    "gone_from_driver_and_pci": (dict(from_pci=True), {},
+                                 {"GPU_COUNT_LOW": (7, 8, "most nodes of the cluster have 8")}),
+    "gone_from_both_with_profile": (dict(from_pci=True), {"expected_gpu_count": 8},
+                                    {"GPU_COUNT_LOW": (7, 8, "the profile expects 8")}),
+    "duplicate_hides_a_gpu_the_driver_lost": (
+        dict(from_pci=False, duplicate_of=5), {},
+        {"GPU_MISSING_FROM_DRIVER": (7, 8, "the PCI bus has 8: missing 00000000:B9:00.0 (nvidia-smi lists 8 entries")}),
+    "duplicate_and_gone_from_pci": (
+        dict(from_pci=True, duplicate_of=5), {},
+        {"GPU_COUNT_LOW": (7, 8, "PCI bus 7, driver 7 (nvidia-smi lists 8 entries")}),
+}
+
+
+@pytest.mark.parametrize("name", sorted(LOST_GPU_CASES))
+def test_a_node_that_lost_a_gpu_fails_and_the_others_pass(name):
+    how, options, expect = LOST_GPU_CASES[name]
+    facts = cluster()
+    gone = _lose_gpu(facts["node2"]["gpu_info"], 6, **how)
+    results = evaluate(facts, dict(options, cluster_gpu_counts=_role_counts(facts)))
+    for node in ("node1", "node3"):
+        assert fails(results[node]) == [], [format_finding(f) for f in results[node]]
+    found = {f["code"]: f for f in fails(results["node2"])}
+    assert set(found) == set(expect), [format_finding(f) for f in results["node2"]]
+    for code, (value, threshold, text) in expect.items():
+        assert (found[code]["value"], found[code]["threshold"]) == (value, threshold)
+        assert text in found[code]["message"], found[code]["message"]
+    if "GPU_MISSING_FROM_DRIVER" in found:
+        assert found["GPU_MISSING_FROM_DRIVER"]["missing_bus_ids"] == [gone]
+    if how.get("duplicate_of") is not None:
+        twice = facts["node2"]["gpu_info"]["gpus"][how["duplicate_of"]]["pci_bus_id"]
+        assert "%s more than once" % twice in found[next(iter(expect))]["message"]
+
+
+def test_gpu_counts_count_distinct_bus_ids():
+    info = gpu_info_from(H100X8)
+    _lose_gpu(info, 6, from_pci=False, duplicate_of=5)
+    counts = health.gpu_counts(info)
+    assert counts == {"pci": 8, "driver": 7, "listed": 8, "duplicated": [info["gpus"][5]["pci_bus_id"]]}
+    # Bus ids in other spellings are the same GPU.
+    info["gpus"][6]["pci_bus_id"] = info["gpus"][5]["pci_bus_id"].lower().replace("00000000:", "0000:")
+    assert health.gpu_counts(info)["driver"] == 7
+
+
+# name -> (cluster_gpu_counts, expected count)
+MAJORITY_CASES = {
+    "majority": ([[8, 8], [7, 7], [8, 8]], 8),
+    "tie_takes_the_larger": ([[8, 8], [7, 7]], 8),
+    "pci_unknown_uses_the_driver": ([[None, 8], [None, 8], [None, 7]], 8),
+    "plain_counts": ([8, 8, 7], 8),
+    "lone_node_is_not_compared": ([[7, 7]], None),
+    "nothing_known": ([[None, None], [None, None]], None),
+    "no_gpus_anywhere": ([[0, 0], [0, 0]], None),
+}
+
+
+@pytest.mark.parametrize("name", sorted(MAJORITY_CASES))
+def test_expected_gpu_count_from_the_cluster(name):
+    counts, want = MAJORITY_CASES[name]
+    assert health.expected_gpu_count({"cluster_gpu_counts": counts})[0] == want
+    # The profile's count always wins.
+    assert health.expected_gpu_count({"cluster_gpu_counts": counts, "expected_gpu_count": 4}) == (
+        4, "the profile expects")
+
+
+def test_broken_driver_is_not_also_a_low_gpu_count():
+    facts = cluster()
+    facts["node2"]["gpu_info"].update(status="no_driver", gpus=[], driver_gpu_count=None, message="NVRM failed")
+    results = evaluate(facts, {"cluster_gpu_counts": _role_counts(facts)})
+    assert [f["code"] for f in fails(results["node2"])] == ["DRIVER_NOT_LOADED"]
+
+
+def test_module_takes_the_cluster_counts_and_returns_distinct_counts(capsys):
+    facts = cluster()
+    _lose_gpu(facts["node2"]["gpu_info"], 6, from_pci=True)
+    out = _run_module(capsys, dict(node="node2", thresholds={"cluster_gpu_counts": _role_counts(facts)},
+                                   **facts["node2"]))
+    assert "failed" not in out, out.get("msg")
+    assert "GPU_COUNT_LOW" in {f["code"] for f in out["findings"]}
+    assert out["gpu_counts"]["driver"] == 7 and out["gpu_counts"]["pci"] == 7

@@ -276,3 +276,80 @@ def test_summary_does_not_mutate_input():
     before = copy.deepcopy(gpu)
     node_summary(gpu, rdma_facts(), host_facts())
     assert gpu == before
+
+
+# --- a ratio whose facts are unknown is "not checked", never silence (issue 25, F15) ---------
+
+
+def _no_cores(host):
+    host["cpu"]["cores"] = None
+
+
+def _zero_cores(host):
+    host["cpu"]["cores"] = 0
+
+
+def _no_memory(host):
+    host["memory"]["total_mib"] = None
+
+
+def _nothing(host):
+    host["cpu"]["cores"] = None
+    host["memory"] = {}
+
+
+# name -> (host_info edit, {code: text in its message}); the H100 node is otherwise clean.
+UNKNOWN_HOST_CASES = {
+    "cores_unknown": (_no_cores, {"PROFILE_CPU_CORES_UNKNOWN": "cpu_cores_per_gpu not checked: the host reported "
+                                                               "no count of CPU cores (8 GPUs), expected >= 6 per GPU"}),
+    "cores_zero": (_zero_cores, {"PROFILE_CPU_CORES_UNKNOWN": "the host reported 0 CPU cores"}),
+    "memory_unknown": (_no_memory, {"PROFILE_RAM_PER_VRAM_UNKNOWN": "ram_per_vram not checked: the host reported no "
+                                                                    "memory size (MemTotal in /proc/meminfo); expected >= 2"}),
+    "both_unknown": (_nothing, {"PROFILE_CPU_CORES_UNKNOWN": "not checked",
+                                "PROFILE_RAM_PER_VRAM_UNKNOWN": "not checked"}),
+    "all_known": (lambda host: None, {}),
+}
+
+
+@pytest.mark.parametrize("name", sorted(UNKNOWN_HOST_CASES))
+def test_unknown_cores_or_memory_is_reported_not_checked(training, name):
+    edit, expect = UNKNOWN_HOST_CASES[name]
+    host = host_facts()
+    edit(host)
+    found = check_node("n", node_summary(gpu_facts(H100_X8, 4), rdma_facts(), host), training)
+    assert {f["code"]: f["severity"] for f in found} == {code: "warn" for code in expect}
+    for f in found:
+        assert expect[f["code"]] in f["message"], f["message"]
+        assert f["value"] is None and f["threshold"] in (6, 2.0)
+        assert validate_finding(f) == []
+
+
+def test_unknown_vram_names_the_gpu_the_model_table_lacks(training):
+    """No driver yet and a PCI device id the model table does not know: no VRAM, so no ratio."""
+    gpu = {"status": "no_driver", "message": "nvidia-smi not found", "gpus": [], "driver_gpu_count": None,
+           "pci_gpu_count": 2, "pci_devices": [{"bus_id": "0000:%02x:00.0" % (0x18 + i), "device_id": "0xffff",
+                                                "vendor_id": "0x10de", "kind": "gpu", "model": None} for i in range(2)]}
+    found = {f["code"]: f for f in check_node("n", node_summary(gpu, rdma_facts(), host_facts()), training)}
+    unknown = found["PROFILE_RAM_PER_VRAM_UNKNOWN"]
+    assert unknown["severity"] == "warn"
+    assert "the total VRAM is unknown (no driver to read it, and 0xffff not in the model table)" in unknown["message"]
+
+
+def test_a_profile_without_the_ratio_asks_nothing():
+    experiments = resolve_profile("experiments", builtin_profiles())  # min_cpu_cores_per_gpu: null
+    host = host_facts()
+    _no_cores(host)
+    found = check_node("n", node_summary(gpu_facts(H100_X8, 4), rdma_facts(), host), experiments)
+    assert "PROFILE_CPU_CORES_UNKNOWN" not in {f["code"] for f in found}
+
+
+def test_not_checked_is_not_a_pass_in_the_summary(training):
+    from ansible_collections.gpufleet.cluster.plugins.module_utils.homogeneity import build_report, summary_table
+    host = host_facts()
+    _no_memory(host)
+    summaries = {"n1": h100_node(), "n2": node_summary(gpu_facts(H100_X8, 4), rdma_facts(), host)}
+    findings = [f for n, s in summaries.items() for f in check_node(n, s, training)]
+    report = build_report("c", training, "strict", summaries, findings, {})
+    assert report["warned_nodes"] == ["n2"] and report["failed_nodes"] == []
+    rows = {line.split("|")[1].strip(): line for line in summary_table(report).splitlines()[2:]}
+    assert rows["n1"].rstrip(" |").endswith("pass") and "warn (1)" in rows["n2"]

@@ -447,3 +447,121 @@ def test_multinode_floor_comes_from_the_slowest_node_not_the_judge():
     assert th["min_busbw_gbps"]["value"] == pytest.approx(0.75 * 800 / 8)
     assert "800 Gb/s" in th["min_busbw_gbps"]["source"]
     assert sr.cluster_rdma_gbps(report) == (800.0, [])
+
+
+# ------------------------------------------------------------------ broken baselines (issue 25, F11)
+
+def _baseline_case_report():
+    """A passing 2-node NCCL run and a baseline stored from it (the shape the action reads)."""
+    report = _with_rdma(_nccl_report({"n1": NCCL_IB.splitlines(), "n2": NCCL_IB.splitlines()}),
+                        {"n1": 3200, "n2": 3200})
+    _judge(report)
+    assert report["verdict"]["passed"], report["verdict"]["reasons"]
+    return report
+
+
+def _metrics(**metrics):
+    def edit(doc):
+        doc["metrics"] = metrics
+        return doc
+    return edit
+
+
+def _field(key, value):
+    def edit(doc):
+        doc[key] = value
+        return doc
+    return edit
+
+
+# name -> (how to spoil a good baseline, what the failing check must say)
+BROKEN_BASELINES = {
+    "empty_object": (lambda doc: {}, "missing key(s) schema, hardware_key, backend, world_size, metrics"),
+    "empty_metrics": (_metrics(), "metrics is {}"),
+    "nan_metric": (_metrics(busbw_large_gbps=float("nan")), "metric busbw_large_gbps is NaN"),
+    "infinite_metric": (_metrics(busbw_large_gbps=float("inf")), "metric busbw_large_gbps is Infinity"),
+    "negative_metric": (_metrics(busbw_large_gbps=-5.0), "metric busbw_large_gbps is -5.0"),
+    "zero_metric": (_metrics(samples_per_s=0), "metric samples_per_s is 0"),
+    "string_metric": (_metrics(busbw_large_gbps="fast"), 'metric busbw_large_gbps is "fast"'),
+    "bool_metric": (_metrics(busbw_large_gbps=True), "metric busbw_large_gbps is true"),
+    "unknown_metric": (_metrics(tokens_per_s=9.0), "metric tokens_per_s is unknown"),
+    "metrics_list": (_field("metrics", [1.0]), "metrics is [1.0]"),
+    "other_hardware": (_field("hardware_key", "a100-sxm4-80gb-x8-n2-nccl"),
+                       'hardware_key is "a100-sxm4-80gb-x8-n2-nccl", this run\'s is "h100-sxm5-80gb-x8-n2-nccl"'),
+    "other_backend": (_field("backend", "gloo"), 'backend is "gloo", this run\'s is "nccl"'),
+    "other_world_size": (_field("world_size", 8), "world_size is 8, this run's is 16"),
+    "other_schema": (_field("schema", "gpufleet.smoke.baseline/0"), 'schema is "gpufleet.smoke.baseline/0"'),
+    "bad_sweep_row": (_field("sweep", [{"size_bytes": "big"}]), "sweep row"),
+    "json_list": (lambda doc: [doc], "it is a JSON array, need an object"),
+    "json_string": (lambda doc: "baseline", "it is a JSON string, need an object"),
+    "json_number": (lambda doc: 3.5, "it is a JSON number, need an object"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(BROKEN_BASELINES))
+def test_broken_baseline_fails_with_its_reason_and_renders(name):
+    spoil, needle = BROKEN_BASELINES[name]
+    good = _baseline_case_report()
+    # Through JSON, as the action reads it (NaN and Infinity included).
+    baseline = json.loads(json.dumps(spoil(sr.make_baseline(good))))
+    report = _with_rdma(_nccl_report({"n1": NCCL_IB.splitlines(), "n2": NCCL_IB.splitlines()}),
+                        {"n1": 3200, "n2": 3200})
+    _judge(report, baseline=baseline)
+    assert _status(report)["baseline"] == "fail", name
+    assert not report["verdict"]["passed"]
+    assert needle in _message(report, "baseline"), _message(report, "baseline")
+    assert report["baseline"]["found"] and not report["baseline"]["usable"]
+    assert report["baseline"]["comparison"] == []
+    ET.fromstring(sr.render_junit(report))
+    ET.fromstring(sr.render_svg(report))
+    assert "cannot be used" in sr.render_markdown(report)
+    json.loads(sr.render_json(report))
+
+
+def test_good_baseline_still_passes_and_round_trips():
+    good = _baseline_case_report()
+    stored = json.loads(json.dumps(sr.make_baseline(good)))
+    assert sr.baseline_problems(stored, good) == []
+    report = _with_rdma(_nccl_report({"n1": NCCL_IB.splitlines(), "n2": NCCL_IB.splitlines()}),
+                        {"n1": 3200, "n2": 3200})
+    _judge(report, baseline=stored)
+    assert _status(report)["baseline"] == "pass" and report["baseline"]["usable"]
+    assert [c["metric"] for c in report["baseline"]["comparison"]] == ["busbw_large_gbps", "samples_per_s"]
+
+
+def test_unreadable_baseline_fails_with_the_reason():
+    report = _baseline_case_report()
+    _judge(report, baseline=None, baseline_error="cannot read /b/x.json: Expecting value: line 1 column 1 (char 0)")
+    assert _status(report)["baseline"] == "fail"
+    assert "Expecting value" in _message(report, "baseline") and report["baseline"]["found"]
+
+
+def test_one_rank_baseline_keeps_only_figures_it_can_be_held_to():
+    """One rank: busbw is 0 by definition, no reference; samples/s is kept and the document is usable."""
+    hosts = ["solo"]
+    report = sr.build_report("simc", hosts, _nodes(hosts), _outputs(hosts, _result(hosts)), "gloo")
+    _judge(report)
+    assert report["sweep"]["busbw_large_gbps"] == 0
+    doc = sr.make_baseline(report)
+    assert list(doc["metrics"]) == ["samples_per_s"]
+    assert sr.baseline_problems(doc, report) == []
+
+
+def test_a_broken_measurement_is_no_match_for_the_baseline():
+    good = _baseline_case_report()
+    baseline = sr.make_baseline(good)
+    good["training"]["samples_per_s"] = float("nan")
+    _judge(good, baseline=baseline)
+    assert _status(good)["baseline"] == "fail"
+    assert "samples_per_s regressed: this run measured nan" in _message(good, "baseline")
+    assert "| samples_per_s | nan |" in sr.render_markdown(good)
+
+
+def test_baseline_with_no_metric_this_run_measured_is_skipped_not_passed():
+    good = _baseline_case_report()
+    baseline = sr.make_baseline(good)
+    del baseline["metrics"]["busbw_large_gbps"]
+    good["training"]["samples_per_s"] = None
+    _judge(good, baseline=baseline)
+    assert _status(good)["baseline"] == "skip"
+    assert "measured none of the baseline's metrics (samples_per_s)" in _message(good, "baseline")
