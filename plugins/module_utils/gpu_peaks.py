@@ -19,7 +19,10 @@ datasheets. A model without a row is reported as not compared, never judged agai
 
 from __future__ import annotations
 
-from ansible_collections.gpufleet.cluster.plugins.module_utils.gpu_models import lookup_model
+try:
+    from ansible_collections.gpufleet.cluster.plugins.module_utils.gpu_models import lookup_model
+except ImportError:  # pragma: no cover - loaded by path (tests/gpu) without the collection
+    from gpu_models import lookup_model  # type: ignore
 
 DTYPES = ("fp32", "tf32", "bf16", "fp16", "fp8")
 

@@ -21,9 +21,11 @@ try:
     from ansible_collections.gpufleet.cluster.plugins.module_utils.nccl_tests import (
         bus_factor, parse_nccl_tests)
     from ansible_collections.gpufleet.cluster.plugins.module_utils.gpu_models import lookup_model
+    from ansible_collections.gpufleet.cluster.plugins.module_utils.gpu_peaks import peak_tflops
 except ImportError:  # pragma: no cover - loaded by path from tests/gpu without the collection
     from nccl_tests import bus_factor, parse_nccl_tests  # type: ignore
     from gpu_models import lookup_model  # type: ignore
+    from gpu_peaks import peak_tflops  # type: ignore
 
 __metaclass__ = type
 
@@ -402,6 +404,8 @@ def build_report(cluster, expected, nodes, outputs, backend, hparams=None, confi
         sweep["busbw_peak_gbps"] = max((r["busbw_gbps"] for r in rows if r["busbw_gbps"] is not None), default=None)
         sweep["wrong_total"] = sum(int(r.get("wrong") or 0) for r in rows)
         training = result.get("training")
+        if training:
+            training = dict(training, mfu=model_flops_utilization(training, gpu_name, backend, world))
     if nccl and nccl.get("version"):
         versions["nccl"] = nccl["version"]
         if nccl.get("cuda") and not versions["cuda"]:
@@ -443,6 +447,33 @@ def build_report(cluster, expected, nodes, outputs, backend, hparams=None, confi
         "config": config,
     }
     return report
+
+
+def model_flops_utilization(training, gpu_name, backend, world_size):
+    """MFU of the job's model: ``{value, model_tflops, peak_tflops_per_gpu, dtype, gpus, source, reason}``.
+
+    The model's FLOPs per second (the job's ``train_flops_per_sample`` x ``samples_per_s``: 6 per weight
+    per sample, forward and backward) over the GPUs' dense datasheet peak in the dtype the model ran in
+    (gpu_peaks.py) times the number of GPUs. ``value`` is None, with the reason, on a CPU (gloo) run, for a
+    model without a datasheet row, or when the job reported no FLOPs; the achieved figure is kept.
+    """
+    flops, rate, dtype = training.get("train_flops_per_sample"), training.get("samples_per_s"), training.get("dtype")
+    achieved = flops * rate / 1e12 if flops and rate else None
+    out = {"value": None, "model_tflops": achieved, "peak_tflops_per_gpu": None, "dtype": dtype,
+           "gpus": world_size, "source": None, "reason": None}
+    if achieved is None:
+        out["reason"] = "the job reported no model FLOPs or no samples/s"
+    elif backend != "nccl":
+        out["reason"] = "a CPU run (%s): model TFLOPS reported, no GPU datasheet to hold them to" % backend
+    else:
+        peak, source = peak_tflops(gpu_name, dtype)
+        out["source"] = source
+        if peak is None:
+            out["reason"] = source
+        else:
+            out["peak_tflops_per_gpu"] = peak
+            out["value"] = achieved / (peak * world_size)
+    return out
 
 
 def large_busbw(rows, large_bytes=LARGE_MESSAGE_BYTES):
@@ -1038,6 +1069,12 @@ def render_markdown(report, chart_file="smoke_busbw.svg", baseline=None):
                       "yes" if t["params_in_sync"] else "NO", _fmt(t["step_time_ms"], 2), _fmt(t["steps_per_s"], 1),
                       _fmt(t["samples_per_s"], 0)),
                   ""]
+        mfu = t.get("mfu") or {}
+        if mfu:
+            lines += ["MFU: %s (model %s TFLOPS in %s over %s GPU(s) x %s TFLOPS dense datasheet peak)%s." % (
+                "%.4f %%" % (mfu["value"] * 100) if mfu["value"] is not None else "not computed",
+                _fmt(mfu["model_tflops"], 4), mfu["dtype"], mfu["gpus"], _fmt(mfu["peak_tflops_per_gpu"], 1),
+                ": %s" % mfu["reason"] if mfu["reason"] else ""), ""]
     b = report.get("baseline") or {}
     if b.get("comparison"):
         lines += ["## Baseline", "", "| metric | this run | baseline | change |", "|---|---:|---:|---:|"]
