@@ -597,17 +597,38 @@ def make_baseline(report):
     }
 
 
-def _baseline_metric_problems(metrics):
+def metric_problems(metrics, known=None):
+    """Why ``metrics`` is no baseline's figures: [] for a non-empty object of finite numbers > 0 (named in
+    ``known`` when that is given). Shared by the smoke baseline and the per-node baselines."""
     if not isinstance(metrics, dict) or not metrics:
-        return ["metrics is %s, need an object with at least one of %s" % (
-            json.dumps(metrics, default=str), ", ".join(sorted(baseline_metrics({}))))]
-    known = baseline_metrics({})
+        return ["metrics is %s, need an object with at least one %s" % (
+            json.dumps(metrics, default=str),
+            "of " + ", ".join(sorted(known)) if known is not None else "figure")]
     problems = []
     for name, value in sorted(metrics.items()):
-        if name not in known:
+        if known is not None and name not in known:
             problems.append("metric %s is unknown (known: %s)" % (name, ", ".join(sorted(known))))
         elif not _positive_number(value):
             problems.append("metric %s is %s, need a finite number > 0" % (name, json.dumps(value, default=str)))
+    return problems
+
+
+def document_problems(document, schema, required, expected):
+    """Why a stored baseline document cannot be used: not a JSON object, a missing ``required`` key, another
+    ``schema``, or a key of ``expected`` (hardware key, shape) that differs from this run's. Shared by the
+    smoke baseline and the per-node baselines."""
+    if not isinstance(document, dict):
+        return ["it is a JSON %s, need an object" % _JSON_TYPES.get(type(document).__name__, type(document).__name__)]
+    problems = []
+    missing = [k for k in required if k not in document]
+    if missing:
+        problems.append("missing key(s) %s" % ", ".join(missing))
+    if "schema" in document and document["schema"] != schema:
+        problems.append("schema is %s, need %s" % (json.dumps(document["schema"], default=str), schema))
+    for key, value in expected.items():
+        if key in document and document[key] != value:
+            problems.append("%s is %s, this run's is %s" % (
+                key, json.dumps(document[key], default=str), json.dumps(value, default=str)))
     return problems
 
 
@@ -630,20 +651,12 @@ def baseline_problems(baseline, report):
     positive metrics, and the report's hardware key, backend and world size: anything else would
     compare this run with nothing, or with another cluster shape.
     """
+    expected = {key: report.get(key) for key in ("hardware_key", "backend", "world_size")}
+    problems = document_problems(baseline, BASELINE_SCHEMA, BASELINE_REQUIRED_KEYS, expected)
     if not isinstance(baseline, dict):
-        return ["it is a JSON %s, need an object" % _JSON_TYPES.get(type(baseline).__name__, type(baseline).__name__)]
-    problems = []
-    missing = [k for k in BASELINE_REQUIRED_KEYS if k not in baseline]
-    if missing:
-        problems.append("missing key(s) %s" % ", ".join(missing))
-    if "schema" in baseline and baseline["schema"] != BASELINE_SCHEMA:
-        problems.append("schema is %s, need %s" % (json.dumps(baseline["schema"], default=str), BASELINE_SCHEMA))
-    for key in ("hardware_key", "backend", "world_size"):
-        if key in baseline and baseline[key] != report.get(key):
-            problems.append("%s is %s, this run's is %s" % (
-                key, json.dumps(baseline[key], default=str), json.dumps(report.get(key), default=str)))
+        return problems
     if "metrics" in baseline:
-        problems.extend(_baseline_metric_problems(baseline["metrics"]))
+        problems.extend(metric_problems(baseline["metrics"], baseline_metrics({})))
     problems.extend(_baseline_sweep_problems(baseline.get("sweep")))
     return problems
 
@@ -654,16 +667,22 @@ def compare_baseline(report, baseline, tolerance=DEFAULT_TOLERANCE):
     ``baseline`` must be usable (:func:`baseline_problems` empty). A current figure that is not a
     finite number >= 0 counts as regressed: a broken measurement is not "as good as before".
     """
+    return compare_metrics(baseline_metrics(report), baseline["metrics"], tolerance)
+
+
+def compare_metrics(current, base_metrics, tolerance=DEFAULT_TOLERANCE, missing_regresses=False):
+    """Each base metric against this run's figure (higher is better). A figure that is not a finite
+    number >= 0 regresses; a metric this run did not measure is skipped, or regresses with
+    ``missing_regresses`` (a per-node baseline: the part it measured must still be there)."""
     out = []
-    current = baseline_metrics(report)
-    for metric, base in sorted(baseline["metrics"].items()):
+    for metric, base in sorted(base_metrics.items()):
         now = current.get(metric)
-        if now is None:
+        if now is None and not missing_regresses:
             continue
-        if not (now == 0 or _positive_number(now)):
+        if now is None or not (now == 0 or _positive_number(now)):
             out.append({"metric": metric, "current": now, "baseline": base, "change": None, "regressed": True,
                         "message": "%s regressed: this run measured %s, not a number >= 0, vs baseline %s" % (
-                            metric, _fmt(now, 3), _fmt(base, 3))})
+                            metric, _fmt(now, 3) if now is not None else "nothing", _fmt(base, 3))})
             continue
         change = (now - base) / base
         regressed = now < base * (1.0 - tolerance)

@@ -85,3 +85,33 @@ def test_a_slow_gpu_is_named_against_its_datasheet_and_the_other_gpus(tmp_path):
     # The stand-in has no published fp16 figure: said, not passed.
     assert any(n["check"] == "fp16 GEMM" for n in report["not_checked"])
     assert "GPU 0 (NVIDIA H100 80GB HBM3) bf16 GEMM: 317.8 TFLOPS" in proc.stdout
+
+
+def test_a_stored_node_baseline_names_the_node_that_fell_behind_its_own_history(tmp_path):
+    merged = tmp_path / "nodes" / "node1" / "merged"
+    (merged / "etc").mkdir(parents=True)
+    (merged / "etc/hosts").write_text("127.0.0.1\tnode1\n")
+    hardware.write_node_hardware(merged, "node1", hardware.node_hardware("hgx-h100", {}), [])
+    etc = merged / hardware.NODE_ETC
+    (etc / "node.json").write_text((etc / "node.json").read_text().replace('"/etc/gpufleet-sim', '"%s' % etc))
+    drivers = tmp_path / "driver"
+    drivers.mkdir()
+    (drivers / "kernel_module").write_text("535.183.01 proprietary\n")
+    (drivers / "userspace_version").write_text("535.183.01\n")
+    env = dict(os.environ, GPUFLEET_SIM_ETC=str(etc), GPUFLEET_SIM_DRIVER_DIR=str(drivers))
+    command = json.dumps({"gpu_benchmark_compute_command": [str(REPO / "tests" / "sim" / "standins" / "gpufleet_microbench")]})
+    baselines = tmp_path / "baselines"
+    proc, report = run_compute(tmp_path, "-e", command, "-e", "gpu_benchmark_baseline_dir=%s" % baselines,
+                               "-e", "gpu_benchmark_store_baseline=true", env=env)
+    assert proc.returncode == 0, proc.stdout[-4000:]
+    stored = json.loads((baselines / "nodes" / "node-gpufleet--node1--compute.json").read_text())
+    assert stored["hardware_key"] == "h100-sxm5-80gb-x8" and stored["metrics"]["gpu0.gemm_bf16_tflops"] == 794.5
+    assert report["baseline"]["stored"] == [str(baselines / "nodes" / "node-gpufleet--node1--compute.json")]
+    # The same node later, GPU 0 slowed: named against the cluster and against its own history.
+    hardware.set_faults(merged, ["gpu-slow"])
+    (etc / "node.json").write_text((etc / "node.json").read_text().replace('"/etc/gpufleet-sim', '"%s' % etc))
+    proc, report = run_compute(tmp_path, "-e", command, "-e", "gpu_benchmark_baseline_dir=%s" % baselines, env=env)
+    assert proc.returncode == 2
+    regressed = [f for f in report["findings"] if f["code"] == "NODE_REGRESSED"]
+    assert len(regressed) == 1 and regressed[0]["node"] == "node1" and regressed[0]["kind"] == "compute"
+    assert set(regressed[0]["value"]) == {"gpu0.gemm_bf16_tflops", "gpu0.gemm_fp8_tflops", "gpu0.copy_gbps"}
