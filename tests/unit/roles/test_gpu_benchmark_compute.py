@@ -31,6 +31,21 @@ PLAY = """
 """
 
 
+def sim_node(tmp_path, faults):
+    """A simulated HGX H100 node's tree as gfsim writes it, and the environment its stand-ins read."""
+    merged = tmp_path / "nodes" / "node1" / "merged"
+    (merged / "etc").mkdir(parents=True)
+    (merged / "etc/hosts").write_text("127.0.0.1\tnode1\n")
+    hardware.write_node_hardware(merged, "node1", hardware.node_hardware("hgx-h100", {}), faults)
+    etc = merged / hardware.NODE_ETC
+    (etc / "node.json").write_text((etc / "node.json").read_text().replace('"/etc/gpufleet-sim', '"%s' % etc))
+    drivers = tmp_path / "driver"
+    drivers.mkdir()
+    (drivers / "kernel_module").write_text("535.183.01 proprietary\n")
+    (drivers / "userspace_version").write_text("535.183.01\n")
+    return merged, dict(os.environ, GPUFLEET_SIM_ETC=str(etc), GPUFLEET_SIM_DRIVER_DIR=str(drivers))
+
+
 def run_compute(tmp_path, *extra, env=None):
     (tmp_path / "compute.yml").write_text(PLAY)
     (tmp_path / "hosts.ini").write_text("node1 ansible_connection=local\n")
@@ -59,17 +74,7 @@ def test_a_cpu_node_reports_cpu_figures_and_says_so(tmp_path):
 
 
 def test_a_slow_gpu_is_named_against_its_datasheet_and_the_other_gpus(tmp_path):
-    merged = tmp_path / "nodes" / "node1" / "merged"
-    (merged / "etc").mkdir(parents=True)
-    (merged / "etc/hosts").write_text("127.0.0.1\tnode1\n")
-    hardware.write_node_hardware(merged, "node1", hardware.node_hardware("hgx-h100", {}), ["gpu-slow"])
-    etc = merged / hardware.NODE_ETC
-    (etc / "node.json").write_text((etc / "node.json").read_text().replace('"/etc/gpufleet-sim', '"%s' % etc))
-    drivers = tmp_path / "driver"
-    drivers.mkdir()
-    (drivers / "kernel_module").write_text("535.183.01 proprietary\n")
-    (drivers / "userspace_version").write_text("535.183.01\n")
-    env = dict(os.environ, GPUFLEET_SIM_ETC=str(etc), GPUFLEET_SIM_DRIVER_DIR=str(drivers))
+    merged, env = sim_node(tmp_path, ["gpu-slow"])
     standin = REPO / "tests" / "sim" / "standins" / "gpufleet_microbench"
     proc, report = run_compute(tmp_path, "-e", json.dumps({"gpu_benchmark_compute_command": [str(standin)]}), env=env)
     assert proc.returncode == 2, proc.stdout[-4000:]
@@ -88,17 +93,8 @@ def test_a_slow_gpu_is_named_against_its_datasheet_and_the_other_gpus(tmp_path):
 
 
 def test_a_stored_node_baseline_names_the_node_that_fell_behind_its_own_history(tmp_path):
-    merged = tmp_path / "nodes" / "node1" / "merged"
-    (merged / "etc").mkdir(parents=True)
-    (merged / "etc/hosts").write_text("127.0.0.1\tnode1\n")
-    hardware.write_node_hardware(merged, "node1", hardware.node_hardware("hgx-h100", {}), [])
+    merged, env = sim_node(tmp_path, [])
     etc = merged / hardware.NODE_ETC
-    (etc / "node.json").write_text((etc / "node.json").read_text().replace('"/etc/gpufleet-sim', '"%s' % etc))
-    drivers = tmp_path / "driver"
-    drivers.mkdir()
-    (drivers / "kernel_module").write_text("535.183.01 proprietary\n")
-    (drivers / "userspace_version").write_text("535.183.01\n")
-    env = dict(os.environ, GPUFLEET_SIM_ETC=str(etc), GPUFLEET_SIM_DRIVER_DIR=str(drivers))
     command = json.dumps({"gpu_benchmark_compute_command": [str(REPO / "tests" / "sim" / "standins" / "gpufleet_microbench")]})
     baselines = tmp_path / "baselines"
     proc, report = run_compute(tmp_path, "-e", command, "-e", "gpu_benchmark_baseline_dir=%s" % baselines,
