@@ -69,7 +69,10 @@ def nccl_floor(collective, model_key, gpus_per_node, nnodes, rdma_gbps_per_node=
         return float(override), "gpu_benchmark_thresholds"
     name = normalize_collective(collective)
     if name == "all_reduce":
-        return busbw_threshold(model_key, int(gpus_per_node), int(nnodes), "nccl", rdma_gbps_per_node)
+        floor, source = busbw_threshold(model_key, int(gpus_per_node), int(nnodes), "nccl", rdma_gbps_per_node)
+        # The smoke job's wording names its own knob; this step's is gpu_benchmark_thresholds.
+        key = "single_min_busbw_gbps" if int(nnodes) == 1 else "multi_min_busbw_gbps"
+        return floor, source.replace("smoke_test_thresholds.min_busbw_gbps", "gpu_benchmark_thresholds." + key)
     if name == "sendrecv" and int(nnodes) == 2:
         if not rail_gbps:
             return None, "no RDMA port rate on the pair, so no per-rail floor; set gpu_benchmark_thresholds"
