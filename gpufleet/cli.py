@@ -2,30 +2,36 @@
 
 Every way a run can end writes summary.json with a one-line `reason`: 0 all nodes passed, 1 some
 nodes failed checks, 2 the run itself broke (bad arguments or -e, unwritable artifacts, inventory
-that does not parse, --limit matching nothing, every node unreachable, Ansible or runner errors).
+that does not parse, --limit matching nothing, every node unreachable, Ansible or runner errors, a
+cancel). `gpufleet` with no arguments prints its help and exits 2, writing nothing.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
+import shutil
+import signal
 import sys
 import tempfile
 from datetime import datetime, timezone
 from pathlib import Path
+from typing import Callable, NamedTuple
 
-from gpufleet import __version__
-from gpufleet.runner import (DEFAULT_PROGRESS_EVERY_S, EXIT_RUN_BROKEN, STAGE_PLAYBOOKS, AnsibleOptions, RunBroken,
-                             colour_enabled, run_stage)
+from gpufleet import __version__, console
+from gpufleet import artifacts as artifacts_mod
+from gpufleet.runner import (DEFAULT_PROGRESS_EVERY_S, EXIT_RUN_BROKEN, STAGE_PLAYBOOKS, STAGES, AnsibleOptions,
+                             RunBroken, colour_enabled, run_stage)
 from gpufleet.secrets import scrub_text, secret_values
 from gpufleet.summary import broken_summary, build_summary, summary_table
 
-SUMMARY_FILE = "summary.json"
+SUMMARY_FILE = artifacts_mod.SUMMARY_FILE
 
 EPILOG = ("Exit codes: 0 all nodes passed; 1 some nodes failed checks (named on stderr and in summary.json); "
           "2 the run itself broke (bad arguments, inventory, --limit, artifacts directory, every node "
-          "unreachable, Ansible error); summary.json's `reason` says which.")
+          "unreachable, Ansible error, cancelled); summary.json's `reason` says which.")
 
 
 class UsageError(Exception):
@@ -34,6 +40,10 @@ class UsageError(Exception):
     def __init__(self, message: str, usage: str):
         super().__init__(message)
         self.usage = usage
+
+
+class Cancelled(Exception):
+    """SIGTERM arrived while no playbook ran (a running playbook is stopped by gpufleet.cancel)."""
 
 
 class _Parser(argparse.ArgumentParser):
@@ -50,7 +60,7 @@ def _version_text() -> str:
     except ImportError:
         ansible_version = "not installed"
     where = (f"collection gpufleet.cluster {found.version} ({found.source}: {found.root})" if found
-             else "collection gpufleet.cluster not bundled")
+             else "collection gpufleet.cluster not installed")
     return f"gpufleet {__version__}; {where}; ansible-core {ansible_version}; Python {sys.version.split()[0]}"
 
 
@@ -79,21 +89,19 @@ def _positive_int(text: str) -> int:
     return int(text)
 
 
-def _parser() -> argparse.ArgumentParser:
-    parser = _Parser(
-        prog="gpufleet",
-        description="Provision and verify GPU training clusters (ansible-runner front end).",
-        epilog=EPILOG,
-    )
-    parser.add_argument("--version", action=_VersionAction, help="print the versions of gpufleet, its collection "
-                        "and ansible-core, and exit")
-    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
-    run = sub.add_parser("run", help="run one stage against an inventory", epilog=EPILOG)
-    run.add_argument("stage", choices=sorted(STAGE_PLAYBOOKS), help="which stage to run")
+def _stage_list() -> str:
+    width = max(len(name) for name in STAGES)
+    return "stages, in the order site runs them:\n" + "\n".join(
+        f"  {name:<{width}}  {what}" for name, (_playbook, what) in STAGES.items())
+
+
+def add_run_arguments(run: argparse.ArgumentParser) -> None:
+    run.add_argument("stage", choices=list(STAGES), metavar="STAGE", help="which stage to run (listed below)")
     run.add_argument("-i", "--inventory", required=True,
                      help="inventory file or directory (or a host list 'a,b,'), as for ansible-playbook")
     run.add_argument("--artifacts", type=Path, default=None,
-                     help="where events, reports and summary.json go (default: artifacts/<stage>-<UTC time>)")
+                     help="where events, reports and summary.json go: a new or empty directory, or one an earlier "
+                     "run made (default: a new artifacts/<stage>-<UTC time>)")
     run.add_argument("--baseline-dir", type=Path, default=None,
                      help="where smoke-test baselines are kept across runs (default: baselines/)")
     run.add_argument("--progress-every", type=_positive_seconds, default=DEFAULT_PROGRESS_EVERY_S, metavar="SECONDS",
@@ -114,6 +122,35 @@ def _parser() -> argparse.ArgumentParser:
                         help="SSH private key file")
     passed.add_argument("--vault-id", action="append", default=[], help="vault identity, as for ansible-playbook")
     passed.add_argument("--vault-password-file", action="append", default=[], help="vault password file")
+
+
+class Subcommand(NamedTuple):
+    help: str
+    add_arguments: Callable[[argparse.ArgumentParser], None]
+    main: Callable[[argparse.Namespace, list[str]], int]  # (parsed arguments, raw argv) -> exit code
+    description: str = ""
+    epilog: str = ""
+
+
+def _subcommands() -> dict[str, Subcommand]:
+    """Every subcommand, registered here and nowhere else: a new one is one entry."""
+    return {
+        "run": Subcommand("run one stage against an inventory", add_run_arguments, _run_main,
+                          description=_stage_list(), epilog=EPILOG),
+    }
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="gpufleet", description="Provision and verify GPU training clusters "
+                     "(ansible-runner front end).", epilog=EPILOG)
+    parser.add_argument("--version", action=_VersionAction, help="print the versions of gpufleet, its collection "
+                        "and ansible-core, and exit")
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser, metavar="COMMAND")
+    for name, command in _subcommands().items():
+        sub_parser = sub.add_parser(name, help=command.help, description=command.description or None,
+                                    epilog=command.epilog or None, formatter_class=argparse.RawDescriptionHelpFormatter)
+        command.add_arguments(sub_parser)
+        sub_parser.set_defaults(handler=command.main)
     return parser
 
 
@@ -135,67 +172,86 @@ def _argv_hints(argv: list[str]) -> tuple[str | None, Path | None, str | None]:
     return stage, artifacts, inventory
 
 
-def _default_artifacts(stage: str | None, started_at: datetime) -> Path:
-    return Path("artifacts") / f"{stage or 'gpufleet'}-{started_at:%Y%m%dT%H%M%SZ}"
-
-
-def write_summary(summary: dict, artifacts: Path, secrets: list[str]) -> Path:
-    """Writes summary.json into the artifacts directory, or -- when that cannot be written -- into a
-    new temporary directory, so that a pipeline always finds a reason."""
+def write_summary(summary: dict, claimed: artifacts_mod.ArtifactsDir | None, secrets: list[str]) -> Path | None:
+    """Writes summary.json atomically into the claimed artifacts directory or -- when there is none or
+    it cannot be written -- into a new temporary directory, so that a pipeline always finds a reason.
+    Returns None (and says why on stderr) when no disk takes it."""
     text = scrub_text(json.dumps(summary, indent=2) + "\n", secrets)
+    problems = []
+    if claimed is not None:
+        try:
+            return claimed.write_summary(text)
+        except OSError as exc:
+            problems.append(f"{claimed.path}: {exc.strerror or exc}")
+    fallback = None
     try:
-        artifacts.mkdir(parents=True, exist_ok=True)
-        path = artifacts / SUMMARY_FILE
-        path.write_text(text)
-        return path
-    except OSError:
-        path = Path(tempfile.mkdtemp(prefix="gpufleet-summary-")) / SUMMARY_FILE
-        path.write_text(text)
-        return path
+        fallback = Path(tempfile.mkdtemp(prefix="gpufleet-summary-"))
+        artifacts_mod.write_atomically(fallback / SUMMARY_FILE, text)
+        return fallback / SUMMARY_FILE
+    except OSError as exc:
+        problems.append(f"{fallback or tempfile.gettempdir()}: {exc.strerror or exc}")
+        if fallback is not None:
+            shutil.rmtree(fallback, ignore_errors=True)
+    print("gpufleet: summary.json could not be written (" + "; ".join(problems) + ")", file=sys.stderr)
+    return None
 
 
-def _broken(stage, inventory, limit, reason, started_at, artifacts, secrets) -> int:
-    summary = broken_summary(stage, inventory, limit, reason, started_at)
-    path = write_summary(summary, artifacts, secrets)
-    print(scrub_text(f"gpufleet: run broke: {reason} (summary: {path})", secrets), file=sys.stderr)
+def _broken(stage, inventory, limit, reason, started_at, claimed, secrets) -> int:
+    summary = broken_summary(stage, inventory, limit, reason, started_at,
+                             artifacts=claimed.path if claimed is not None else None)
+    path = write_summary(summary, claimed, secrets)
+    print(scrub_text(f"gpufleet: run broke: {summary['reason']} (summary: {path})", secrets), file=sys.stderr)
     return EXIT_RUN_BROKEN
 
 
-def main(argv: list[str] | None = None) -> int:
-    argv = list(sys.argv[1:] if argv is None else argv)
-    started_at = datetime.now(timezone.utc)
-    secrets = secret_values()
+def _claim_or_broken(artifacts: Path | None, stage: str | None, started_at: datetime):
+    """(the claimed artifacts directory, None) or (None, why it could not be claimed)."""
     try:
-        args = _parser().parse_args(argv)
-    except UsageError as exc:
-        stage, artifacts, inventory = _argv_hints(argv)
-        sys.stderr.write(exc.usage)
-        return _broken(stage, inventory, None, f"bad command line: {exc}", started_at,
-                       artifacts or _default_artifacts(stage, started_at), secrets)
+        if artifacts is None:
+            return artifacts_mod.claim(artifacts_mod.default_directory(stage, started_at), new=True), None
+        return artifacts_mod.claim(artifacts), None
+    except (artifacts_mod.ArtifactsRefused, artifacts_mod.ArtifactsUnwritable) as exc:
+        return None, str(exc)
 
-    artifacts = args.artifacts or _default_artifacts(args.stage, started_at)
+
+def _on_sigterm(signum, _frame):
+    raise Cancelled(signal.Signals(signum).name)
+
+
+def _run_main(args: argparse.Namespace, _argv: list[str]) -> int:
+    started_at, secrets = args.started_at, args.secrets
+    claimed, refused = _claim_or_broken(args.artifacts, args.stage, started_at)
+    if claimed is None:
+        return _broken(args.stage, args.inventory, args.limit, refused, started_at, None, secrets)
+    with claimed:
+        return _run_claimed(args, claimed, started_at, secrets)
+
+
+def _run_claimed(args, claimed: artifacts_mod.ArtifactsDir, started_at: datetime, secrets: list[str]) -> int:
     options = AnsibleOptions(limit=args.limit, tags=args.tags, skip_tags=args.skip_tags, extra_vars=args.extra_vars,
                              check=args.check, diff=args.diff, verbosity=args.verbose, forks=args.forks,
                              user=args.user, private_key=args.private_key, vault_ids=args.vault_id,
                              vault_password_files=args.vault_password_file)
+
+    def broken(reason: str) -> int:
+        return _broken(args.stage, args.inventory, args.limit, reason, started_at, claimed, secrets)
+
     try:
-        print(f"gpufleet: stage {args.stage} on {args.inventory}"
-              + (f" (limit {args.limit})" if args.limit else ""), flush=True)
-        run = run_stage(args.stage, args.inventory, artifacts, options=options, baseline_dir=args.baseline_dir,
+        print(console.clip(f"gpufleet: stage {args.stage} on {args.inventory}"
+                           + (f" (limit {args.limit})" if args.limit else ""), console.width()), flush=True)
+        run = run_stage(args.stage, args.inventory, claimed, options=options, baseline_dir=args.baseline_dir,
                         progress_every=args.progress_every, secrets=secrets)
         summary = build_summary(run, args.limit, started_at)
     except RunBroken as exc:
-        return _broken(args.stage, args.inventory, args.limit, str(exc), started_at, artifacts, secrets)
-    except KeyboardInterrupt:
-        return _broken(args.stage, args.inventory, args.limit, "interrupted (Ctrl-C or SIGINT)", started_at,
-                       artifacts, secrets)
+        return broken(str(exc))
+    except (KeyboardInterrupt, Cancelled) as exc:
+        return broken(f"cancelled by {exc or 'SIGINT'} before ansible-playbook started")
     except Exception as exc:  # the contract: a reason in summary.json and exit 2, never a bare traceback
         if os.environ.get("GPUFLEET_DEBUG"):
             raise
-        return _broken(args.stage, args.inventory, args.limit,
-                       f"internal error: {type(exc).__name__}: {' '.join(str(exc).split())} "
-                       "(set GPUFLEET_DEBUG=1 for the traceback)", started_at, artifacts, secrets)
-    path = write_summary(summary, run.artifacts, secrets)
+        return broken(f"internal error: {type(exc).__name__}: {exc} (set GPUFLEET_DEBUG=1 for the traceback)")
+    summary = json.loads(scrub_text(json.dumps(summary), secrets))  # the console gets what the file gets
+    path = write_summary(summary, claimed, secrets)
     print(summary_table(summary, colour=colour_enabled(sys.stdout)))
     print(f"summary: {path}")
     if summary["exit_code"] == EXIT_RUN_BROKEN:
@@ -203,6 +259,32 @@ def main(argv: list[str] | None = None) -> int:
     elif summary["failed_nodes"]:
         print("gpufleet: nodes failed: " + ", ".join(summary["failed_nodes"]), file=sys.stderr)
     return summary["exit_code"]
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if not argv:
+        _parser().print_help(sys.stderr)
+        return EXIT_RUN_BROKEN
+    started_at = datetime.now(timezone.utc)
+    secrets = secret_values()
+    previous = signal.signal(signal.SIGTERM, _on_sigterm)
+    try:
+        try:
+            args = _parser().parse_args(argv)
+        except UsageError as exc:
+            sys.stderr.write(exc.usage)
+            if "run" not in argv:
+                print(f"gpufleet: error: {exc}", file=sys.stderr)
+                return EXIT_RUN_BROKEN
+            stage, artifacts, inventory = _argv_hints(argv)
+            claimed, _refused = _claim_or_broken(artifacts, stage, started_at)
+            with claimed or contextlib.nullcontext():
+                return _broken(stage, inventory, None, f"bad command line: {exc}", started_at, claimed, secrets)
+        args.started_at, args.secrets = started_at, secrets
+        return args.handler(args, argv)
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 if __name__ == "__main__":

@@ -3,12 +3,14 @@
 Two layouts are supported:
 * a clone: the package sits in the repository root, which is the collection, and the committed
   self-link `collections/ansible_collections/gpufleet/cluster -> ../../..` makes FQCNs resolve;
-* an installed wheel: setup.py's build step copies the collection into the package as
-  `gpufleet/_collection/ansible_collections/gpufleet/cluster`.
+* an installed wheel: setup.py's build step puts the collection beside the package, at
+  `site-packages/ansible_collections/gpufleet/cluster` (where the `ansible` package puts its
+  collections), so ansible-doc, ansible-playbook and gpufleet all find this one copy.
 
 Either way the runner runs the FQCN playbook (`gpufleet.cluster.preflight`) with that directory first
 on ANSIBLE_COLLECTIONS_PATH, followed by the collection paths the user's own configuration names, so
-the same command works from any directory with the user's inventory, ansible.cfg and SSH settings.
+the same command works from any directory with the user's inventory, ansible.cfg and SSH settings
+(gpufleet.settings merges the settings the collection needs into the user's).
 """
 
 from __future__ import annotations
@@ -41,23 +43,16 @@ def locate() -> Collection | None:
     clone = PACKAGE_DIR.parent
     if (clone / "galaxy.yml").is_file() and (clone / "collections" / "ansible_collections" / NAMESPACE / NAME).exists():
         return Collection(root=clone, collections_dir=clone / "collections", source="clone")
-    packaged = PACKAGE_DIR / "_collection"
-    root = packaged / "ansible_collections" / NAMESPACE / NAME
+    site_packages = PACKAGE_DIR.parent
+    root = site_packages / "ansible_collections" / NAMESPACE / NAME
     if (root / "galaxy.yml").is_file():
-        return Collection(root=root, collections_dir=packaged, source="package")
+        return Collection(root=root, collections_dir=site_packages, source="package")
     return None
 
 
 def playbook_fqcn(stage_playbook: str) -> str:
     """`playbooks/preflight.yml` -> `gpufleet.cluster.preflight` (site is playbooks/site.yml)."""
     return f"{NAMESPACE}.{NAME}.{Path(stage_playbook).stem}"
-
-
-def user_config_file() -> str | None:
-    """The ansible.cfg Ansible itself would read here (ANSIBLE_CONFIG, ./, ~/, /etc/ansible/)."""
-    from ansible.config.manager import find_ini_config_file
-
-    return find_ini_config_file()
 
 
 def user_collections_paths() -> list[str]:
@@ -68,15 +63,8 @@ def user_collections_paths() -> list[str]:
 
 
 def ansible_env(collection: Collection | None) -> dict[str, str]:
-    """Variables that point Ansible at the collection without overriding the user's settings.
-
-    The user's ansible.cfg (wherever Ansible finds it) stays in force; only when there is none does
-    the collection's own ansible.cfg supply the defaults the playbooks were tested with."""
-    env: dict[str, str] = {}
+    """ANSIBLE_COLLECTIONS_PATH with this collection first, then the user's own collection paths."""
     paths = user_collections_paths()
     if collection is not None:
         paths = [str(collection.collections_dir)] + [p for p in paths if p != str(collection.collections_dir)]
-        if user_config_file() is None and (collection.root / "ansible.cfg").is_file():
-            env["ANSIBLE_CONFIG"] = str(collection.root / "ansible.cfg")
-    env["ANSIBLE_COLLECTIONS_PATH"] = os.pathsep.join(paths)
-    return env
+    return {"ANSIBLE_COLLECTIONS_PATH": os.pathsep.join(paths)}

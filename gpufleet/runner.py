@@ -3,7 +3,9 @@
 ansible-runner is the interface automation controllers use; going through it (instead of scraping
 ansible-playbook's terminal output) gives typed per-host events. It runs in a private temporary
 directory, because it writes the process environment and the full command line there; only the
-events and Ansible's output are copied into --artifacts, scrubbed of credentials.
+events and Ansible's output are copied into --artifacts, scrubbed of credentials. The settings the
+collection needs are merged with the user's (gpufleet.settings); a cancelled run ends Ansible's whole
+process tree before it is judged (gpufleet.cancel).
 """
 
 from __future__ import annotations
@@ -15,23 +17,32 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import textwrap
 import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, TextIO
 
+from gpufleet import artifacts as artifacts_mod
 from gpufleet import collection as collection_mod
-from gpufleet.secrets import MASK, scrub_tree, secret_values
+from gpufleet import console, settings
+from gpufleet.cancel import Cancellation, write_launcher
+from gpufleet.secrets import MASK, scrub_text, scrub_tree, secret_values
 
-STAGE_PLAYBOOKS = {
-    "preflight": "playbooks/preflight.yml",
-    "stack": "playbooks/gpu_stack.yml",
-    "fabric": "playbooks/fabric.yml",
-    "validate": "playbooks/validate.yml",
-    "smoke": "playbooks/smoke_test.yml",
-    "site": "playbooks/site.yml",
+# The stages in the order `site` runs them: (playbook, what it does in one line).
+STAGES = {
+    "preflight": ("playbooks/preflight.yml",
+                  "facts and checks per node and across the cluster, then the software plan"),
+    "stack": ("playbooks/gpu_stack.yml", "install the planned driver, CUDA, NCCL and PyTorch; one batched reboot"),
+    "fabric": ("playbooks/fabric.yml", "configure RDMA and write the NCCL environment from the HCAs that are up"),
+    "validate": ("playbooks/validate.yml", "health checks, diagnostics, bandwidth, then the smoke training job"),
+    "smoke": ("playbooks/smoke_test.yml", "only the multi-node smoke training job and its bandwidth sweep"),
+    "site": ("playbooks/site.yml", "all of the above, in this order"),
 }
+STAGE_PLAYBOOKS = {name: playbook for name, (playbook, _what) in STAGES.items()}
+# The stages whose playbook runs the smoke job (validate.yml ends with it; site.yml imports validate.yml).
+SMOKE_STAGES = {"validate", "smoke", "site"}
 
 # Stable exit codes: a pipeline branches on these, so they never change meaning.
 EXIT_PASSED = 0
@@ -41,6 +52,9 @@ EXIT_RUN_BROKEN = 2
 # ansible-playbook's (TaskQueueManager's) bits for "hosts failed" (2), "hosts unreachable" (4) and
 # "a play stopped on failures" (8); any other non-zero code means the run itself could not proceed.
 _ANSIBLE_HOST_FAILURE_BITS = 2 | 4 | 8
+
+# How much of a one-line reason a list of node names may take (the rest is "and N more").
+REASON_NAMES_WIDTH = 200
 
 # A progress line at least this often while a task runs (the issue asks for one every 15 s at most).
 DEFAULT_PROGRESS_EVERY_S = 10.0
@@ -75,13 +89,18 @@ class AnsibleOptions:
                 args += [flag, str(value)]
         for value in self.extra_vars:
             args += ["--extra-vars", value]
+        args += self.vault_args()
+        args += ["--check"] if self.check else []
+        args += ["--diff"] if self.diff else []
+        args += ["-" + "v" * self.verbosity] if self.verbosity else []
+        return args
+
+    def vault_args(self) -> list[str]:
+        args: list[str] = []
         for value in self.vault_ids:
             args += ["--vault-id", value]
         for value in self.vault_password_files:
             args += ["--vault-password-file", value]
-        args += ["--check"] if self.check else []
-        args += ["--diff"] if self.diff else []
-        args += ["-" + "v" * self.verbosity] if self.verbosity else []
         return args
 
     def shown_args(self) -> list[str]:
@@ -100,8 +119,22 @@ class PlayTally:
     skipped: int = 0
     unreachable: int = 0
     ignored: int = 0
+    rescued: int = 0  # failures a block's rescue handled (Ansible's stats did not count them)
     first_failure: str | None = None
     failed_tasks: list = field(default_factory=list)
+    failure_texts: list = field(default_factory=list)  # "task: message" of each failed task, in order
+    unreachable_text: str | None = None
+
+    def forgive(self, count: int) -> int:
+        """The first `count` failures of this host were rescued (Ansible's stats say so): they no longer
+        fail it. Returns how many of them were in this play."""
+        forgiven = min(count, self.failed)
+        self.failed -= forgiven
+        self.rescued += forgiven
+        del self.failed_tasks[:forgiven]
+        del self.failure_texts[:forgiven]
+        self.first_failure = (self.failure_texts or [self.unreachable_text])[0]
+        return forgiven
 
     @property
     def status(self) -> str:
@@ -123,6 +156,7 @@ class PlayTally:
             "failed": self.failed,
             "skipped": self.skipped,
             "unreachable": self.unreachable,
+            "rescued": self.rescued,
             "first_failure": self.first_failure,
         }
 
@@ -157,6 +191,9 @@ class EventTracker:
     hosts_checked: list[str] = field(default_factory=list)  # hosts that ran a task about the node itself
     error_lines: list[str] = field(default_factory=list)
     colour: bool = False
+    secrets: list[str] = field(default_factory=list)  # masked in every printed line (gpufleet.secrets)
+    finished_playbook: bool = False  # Ansible reached its recap: the run was not cut short
+    stream: bool = False  # also print Ansible's own output (-v), masked like everything else printed
     lock: threading.Lock = field(default_factory=threading.Lock)
     _current_play: str | None = None
     _current_task: str | None = None
@@ -189,15 +226,35 @@ class EventTracker:
             elif kind == "playbook_on_stats":
                 self._finish_current_play()
                 self._start_task(None)
+                self._apply_stats(data)
             if "ERROR" in (event.get("stdout") or ""):
                 self._note_error(event.get("stdout", ""))
+            if self.stream and event.get("stdout"):
+                self.emit(event["stdout"])
         return True  # keep the event on disk as well
+
+    def _apply_stats(self, stats: dict) -> None:
+        """Ansible's own recap decides which hosts failed: a failure a block's rescue handled shows up
+        as a failed-task event but is counted under `rescued`, not `failures`. A host stops at a failure
+        nothing rescues, so the rescued ones are its first failures."""
+        self.finished_playbook = True
+        failures, rescued = stats.get("failures") or {}, stats.get("rescued") or {}
+        for host, count in rescued.items():
+            events = sum(per_host[host].failed for per_host in self.tallies.values() if host in per_host)
+            to_forgive = min(int(count or 0), events - int(failures.get(host) or 0))
+            for play in self.plays:
+                tally = self.tallies[play].get(host)
+                if tally is not None and to_forgive > 0:
+                    to_forgive -= tally.forgive(to_forgive)
+
+    def emit(self, line: str) -> None:
+        print(scrub_text(line, self.secrets), file=self.out, flush=True)
 
     def _note_error(self, stdout: str) -> None:
         for line in stdout.splitlines():
             line = line.strip()
             if line.startswith(("[ERROR]:", "ERROR!")) and len(self.error_lines) < 5:
-                self.error_lines.append(_one_line(line))
+                self.error_lines.append(one_line(line))
 
     def _start_task(self, name: str | None) -> None:
         self._current_task = name
@@ -225,29 +282,41 @@ class EventTracker:
             tally.skipped += 1
         elif kind == "runner_on_unreachable":
             tally.unreachable += 1
-            tally.first_failure = tally.first_failure or _one_line(result.get("msg", "unreachable"))
+            tally.unreachable_text = tally.unreachable_text or one_line(result.get("msg", "unreachable"))
+            tally.first_failure = tally.first_failure or tally.unreachable_text
         elif kind == "runner_on_failed":
             if data.get("ignore_errors"):
                 tally.ignored += 1
             else:
+                task = data.get("task", "")
                 tally.failed += 1
-                tally.failed_tasks.append(data.get("task", ""))
-                if tally.first_failure is None:
-                    task = data.get("task", "")
-                    tally.first_failure = f"{task}: {_one_line(result.get('msg', ''))}".strip(": ")
+                tally.failed_tasks.append(task)
+                tally.failure_texts.append(f"{task}: {one_line(result.get('msg', ''))}".strip(": "))
+                tally.first_failure = tally.first_failure or tally.failure_texts[-1]
 
-    def heartbeat_line(self) -> str | None:
-        """What is running now: the play, the task and the nodes still in it (None between tasks)."""
+    def heartbeat_line(self, width: int | None = None) -> str | None:
+        """What is running now, in `width` columns: the play, the task and the nodes still in it (None
+        between tasks). The task name is cut before a node name is; when not even one node name fits
+        beside it, the nodes follow on a line of their own."""
+        width = width or console.width()
         with self.lock:
             if self._current_task is None or not self._task_running:
                 return None
             now = time.monotonic()
             running = sorted(self._task_running)
             longest = max(now - t for t in self._task_running.values())
-            shown = ", ".join(running[:8]) + (f" and {len(running) - 8} more" if len(running) > 8 else "")
-            done = len(self._task_done)
-            return (f"[{now - self.started:7.1f}s] {self._current_play} / {self._current_task}: "
-                    f"still running on {shown} ({done} done, {longest:.0f}s so far)")
+            head = f"[{now - self.started:7.1f}s] "
+            tail = f" ({len(self._task_done)} done, {longest:.0f}s so far)"
+            task = f"{self._current_play} / {self._current_task}"
+            fixed = len(head) + len(": still running on ") + len(tail)
+            fewest = len(running[0]) + (len(f" and {len(running) - 1} more") if len(running) > 1 else 0)
+            if width - fixed - fewest >= 12:
+                task = console.clip(task, width - fixed - fewest)
+                return f"{head}{task}: still running on {console.names(running, width - fixed - len(task))}{tail}"
+            nodes = f"{len(running)} node{'s' if len(running) > 1 else ''}"
+            task = console.clip(task, max(10, width - len(head) - len(f": still running on {nodes}{tail}")))
+            return (f"{head}{task}: still running on {nodes}{tail}\n"
+                    f"    {console.names(running, max(1, width - 4))}")
 
     def _finish_current_play(self) -> None:
         play = self._current_play
@@ -255,12 +324,31 @@ class EventTracker:
             return
         self._reported_plays.add(play)
         elapsed = time.monotonic() - self.started
+        width = console.width()
         for host, tally in sorted(self.tallies[play].items()):
-            detail = f" changed={tally.changed}" if tally.changed else ""
-            if tally.first_failure:
-                detail += f" -- {tally.first_failure}"
-            status = paint(tally.status, tally.status, self.colour)
-            print(f"[{elapsed:7.1f}s] {play:<32} {host:<20} {status}{detail}", file=self.out, flush=True)
+            for line in self._play_lines(play, host, tally, elapsed, width):
+                self.emit(line)
+
+    def _play_lines(self, play: str, host: str, tally: PlayTally, elapsed: float, width: int) -> list[str]:
+        """A node's result in one play, in `width` columns: the host and status whole, the play name cut
+        to fit, a failure on the same line when it fits and on up to two lines of its own when not."""
+        changed = f" changed={tally.changed}" if tally.changed else ""
+        status = paint(tally.status, tally.status, self.colour)
+        stamp = f"[{elapsed:7.1f}s] "
+        head = f"{stamp}{console.clip(play, 32):<32} {host:<20} "
+        if len(head) + len(tally.status) + len(changed) > width:  # narrow: the play name gives way first
+            room = width - len(f"{stamp}{host} {tally.status}{changed}") - 1
+            head = f"{stamp}{console.clip(play, room)} {host} " if room >= 8 else f"{stamp}{host} "
+        line = f"{head}{status}{changed}"
+        if not tally.first_failure:
+            return [line]
+        visible = len(head) + len(tally.status) + len(changed)
+        if visible + 4 + len(tally.first_failure) <= width:
+            return [f"{line} -- {tally.first_failure}"]
+        wrapped = textwrap.wrap(tally.first_failure, width - 7) or [""]
+        if len(wrapped) > 2:
+            wrapped = [wrapped[0], console.clip(" ".join(wrapped[1:]), width - 7)]
+        return [line, *("    -- " + w if i == 0 else "       " + w for i, w in enumerate(wrapped))]
 
     def finish(self) -> None:
         with self.lock:
@@ -278,14 +366,14 @@ class Heartbeat(threading.Thread):
         while not self.stopped.wait(self.every):
             line = self.tracker.heartbeat_line()
             if line:
-                print(line, file=self.tracker.out, flush=True)
+                self.tracker.emit(line)
 
     def stop(self) -> None:
         self.stopped.set()
         self.join(timeout=5)
 
 
-def _one_line(text, limit: int = 300) -> str:
+def one_line(text, limit: int = 300) -> str:
     line = " ".join(str(text).split())
     return line if len(line) <= limit else line[: limit - 3] + "..."
 
@@ -302,7 +390,7 @@ def ansible_error(output: str) -> str | None:
                 cause = next((lines[j + 1].strip() for j in range(i + 1, min(i + 8, len(lines) - 1))
                               if not lines[j].strip() and lines[j + 1].strip()
                               and not lines[j + 1].startswith(("[WARNING]", "Origin", "[ERROR]"))), None)
-            return _one_line(message.strip() + (f" ({cause})" if cause else ""))
+            return one_line(message.strip() + (f" ({cause})" if cause else ""))
     return None
 
 
@@ -311,16 +399,17 @@ def _first_warning_cause(output: str) -> str | None:
     lines = output.splitlines()
     for i, line in enumerate(lines):
         if "<<< caused by >>>" in line and i + 2 < len(lines) and lines[i + 2].strip():
-            return _one_line(lines[i + 2])
+            return one_line(lines[i + 2])
     return None
 
 
-def target_hosts(inventory: str, limit: str | None, env: dict, cwd: Path) -> list[str]:
-    """The hosts the inventory and --limit select, asked from Ansible itself; RunBroken otherwise.
+def target_hosts(inventory: str, limit: str | None, env: dict, cwd: Path, pattern: str = "all") -> list[str]:
+    """The hosts of `pattern` the inventory and --limit select, asked from Ansible itself; RunBroken
+    otherwise.
 
     ANSIBLE_INVENTORY_UNPARSED_FAILED makes Ansible fail on a source it cannot parse instead of
     warning and carrying on with no hosts."""
-    args = [str(Path(sys.executable).parent / "ansible"), "all", "-i", inventory, "--list-hosts"]
+    args = [str(Path(sys.executable).parent / "ansible"), pattern, "-i", inventory, "--list-hosts"]
     if limit:
         args += ["--limit", limit]
     try:
@@ -329,7 +418,7 @@ def target_hosts(inventory: str, limit: str | None, env: dict, cwd: Path) -> lis
         raise RunBroken(f"could not list the inventory's hosts with {args[0]}: {exc}") from None
     output = proc.stderr + "\n" + proc.stdout
     if proc.returncode != 0:
-        error = ansible_error(output) or _one_line(proc.stderr.strip().splitlines()[-1:] or ["unknown error"])
+        error = ansible_error(output) or one_line(proc.stderr.strip().splitlines()[-1:] or ["unknown error"])
         if "no hosts to target" in output or "leaves us with no hosts" in output or "does not match any hosts" in output:
             where = f"--limit {limit!r}" if limit else "the inventory"
             raise RunBroken(f"{where} matches no host of inventory {inventory}: {error}")
@@ -368,7 +457,7 @@ def check_extra_vars(items: list[str]) -> dict:
             try:
                 parsed = load_extra_vars(DataLoader())
             except Exception as exc:  # Ansible raises several error types here; all mean the same to us
-                message = _one_line(" ".join(str(exc).splitlines()[:2]) or type(exc).__name__)
+                message = one_line(" ".join(str(exc).splitlines()[:2]) or type(exc).__name__)
                 if "vault" in message.lower():
                     continue  # encrypted @FILE: Ansible decrypts it with the --vault-* options passed through
                 if not item.startswith("@"):
@@ -422,23 +511,103 @@ class StageRun:
     runner_status: str
     stage_names: dict[str, str] = field(default_factory=dict)
     ansible_error: str | None = None
+    cancelled: str | None = None  # the signal that cancelled the run ("SIGTERM"), None when it was not
+    stopped_by: str | None = None  # the last signal the cancel had to send to end Ansible's processes
+    settings: list = field(default_factory=list)  # the needed settings in force (gpufleet.settings.Effective)
 
 
-def _prepare_artifacts(artifacts: Path) -> tuple[Path, Path]:
+@dataclass
+class _Plan:
+    """What one run was asked to do, checked before anything is written."""
+
+    stage: str
+    inventory: str
+    target: str  # the playbook: the stage's FQCN, or a path a test gave
+    options: AnsibleOptions
+    extra: dict  # the -e variables, parsed as Ansible parses them
+    found: collection_mod.Collection | None
+    cwd: Path
+
+
+def _plan(stage: str, inventory: str | Path, options: AnsibleOptions, playbook: Path | None) -> _Plan:
+    if stage not in STAGE_PLAYBOOKS:
+        raise RunBroken(f"unknown stage {stage!r}; stages: {', '.join(STAGE_PLAYBOOKS)}")
+    inventory = str(inventory)
+    if Path(inventory).exists():
+        inventory = str(Path(inventory).resolve())
+    elif "," not in inventory:
+        raise RunBroken(f"inventory {inventory} does not exist (give a file, a directory or a host list 'a,b,')")
+    extra = check_extra_vars(options.extra_vars)
+    found = collection_mod.locate()
+    if playbook is not None:
+        target = str(playbook)
+    else:
+        target = collection_mod.playbook_fqcn(STAGE_PLAYBOOKS[stage])
+        if found is None:
+            raise RunBroken("the gpufleet.cluster collection is neither beside this package (a clone) nor installed "
+                            "with it (site-packages/ansible_collections); reinstall gpufleet with pip")
+    return _Plan(stage, inventory, target, options, extra, found, Path.cwd())
+
+
+def _environment(plan: _Plan, claimed: artifacts_mod.ArtifactsDir, baseline_dir: Path | None):
+    """(the environment ansible-playbook runs with, the needed settings in force)."""
+    collection_cfg = plan.found.root / "ansible.cfg" if plan.found else None
     try:
-        artifacts.mkdir(parents=True, exist_ok=True)
-        reports = artifacts / "reports"
-        reports.mkdir(parents=True, exist_ok=True)
-        runner_copy = artifacts / "runner"
-        if runner_copy.exists():
-            shutil.rmtree(runner_copy)
-        runner_copy.mkdir()
-        probe = artifacts / ".gpufleet-write-test"
-        probe.write_text("")
-        probe.unlink()
-    except OSError as exc:
-        raise RunBroken(f"artifacts directory {artifacts} is not writable: {exc.strerror or exc}") from None
-    return reports, runner_copy
+        merged, effective = settings.merge(collection_cfg, plan.options.forks)
+    except Exception as exc:  # Ansible raises AnsibleOptionsError and friends for a bad ansible.cfg
+        raise RunBroken(f"Ansible's configuration could not be read: {one_line(exc)}") from None
+    envvars = {
+        **collection_mod.ansible_env(plan.found),
+        **merged,
+        "ANSIBLE_INVENTORY_UNPARSED_FAILED": "True",
+        "ANSIBLE_NOCOLOR": "True",
+        "ANSIBLE_FORCE_COLOR": "False",
+        "GPUFLEET_REPORT_DIR": str(claimed.reports),
+        "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}",
+        # Baselines live outside the run's artifacts so the next run compares against them.
+        "GPUFLEET_BASELINE_DIR": str((baseline_dir or Path("baselines")).resolve()),
+    }
+    return envvars, effective
+
+
+def _smoke_selected(options: AnsibleOptions) -> bool:
+    tags = {t.strip() for t in (options.tags or "").split(",") if t.strip()}
+    skipped = {t.strip() for t in (options.skip_tags or "").split(",") if t.strip()}
+    return "smoke" not in skipped and (not tags or bool(tags & {"smoke", "all"}))
+
+
+def _inventory_launcher(plan: _Plan, env: dict, host: str) -> str | None:
+    """smoke_test_launcher as the inventory sets it for `host` ("torchrun", the role's default, when it
+    does not), or None when the inventory's variables cannot be read."""
+    args = [str(Path(sys.executable).parent / "ansible-inventory"), "-i", plan.inventory, "--host", host,
+            *plan.options.vault_args()]
+    try:
+        proc = subprocess.run(args, capture_output=True, text=True, cwd=plan.cwd, env=env, timeout=300, check=True)
+        return str(json.loads(proc.stdout).get("smoke_test_launcher", "torchrun"))
+    except (OSError, ValueError, subprocess.SubprocessError):
+        return None
+
+
+def _check_smoke_forks(plan: _Plan, env: dict, effective: list, out: TextIO) -> None:
+    """Refuses, before anything runs, a torchrun smoke job on more nodes than forks (the smoke role
+    would refuse it too, but only when the job starts, at the end of a long run)."""
+    if plan.stage not in SMOKE_STAGES or not _smoke_selected(plan.options):
+        return
+    forks = next(item for item in effective if item.label == "forks")
+    try:
+        hosts = target_hosts(plan.inventory, plan.options.limit, env, plan.cwd,
+                             pattern=str(plan.extra.get("gpufleet_hosts", "gpu_nodes")))
+    except RunBroken:
+        return  # the smoke play matches no host: there is no job to fit
+    problem = settings.forks_problem(len(hosts), int(forks.value), forks.source)
+    if problem is None:
+        return
+    launcher = plan.extra.get("smoke_test_launcher") or _inventory_launcher(plan, env, hosts[0])
+    if launcher is None:
+        print(f"gpufleet: forks not checked before the run (the inventory's smoke_test_launcher could not be read); "
+              "the smoke role checks them when the job starts", file=out, flush=True)
+    elif launcher == "torchrun":
+        raise RunBroken(problem)
 
 
 def _copy_runner_output(private: Path, runner_copy: Path, shown_command: list[str]) -> None:
@@ -453,97 +622,118 @@ def _copy_runner_output(private: Path, runner_copy: Path, shown_command: list[st
     (runner_copy / "command").write_text(json.dumps({"command": shown_command}, indent=2) + "\n")
 
 
-def run_stage(stage: str, inventory: str | Path, artifacts: Path, options: AnsibleOptions | None = None,
-              out: TextIO = sys.stdout, runner: Callable | None = None, playbook: Path | None = None,
-              baseline_dir: Path | None = None, progress_every: float = DEFAULT_PROGRESS_EVERY_S,
-              secrets: list[str] | None = None) -> StageRun:
+def _run_playbook(plan: _Plan, envvars: dict, claimed: artifacts_mod.ArtifactsDir, tracker: EventTracker,
+                  runner: Callable, progress_every: float) -> tuple[int, str, Cancellation]:
+    """Runs ansible-playbook through ansible-runner in a private directory, removed on every path."""
+    private = Path(tempfile.mkdtemp(prefix="gpufleet-runner-"))  # 0700: runner's env dump stays private
+    try:
+        launcher, pid_file = write_launcher(private, Path(sys.executable).parent / "ansible-playbook")
+        cancellation = Cancellation(pid_file)
+        in_main_thread = threading.current_thread() is threading.main_thread()
+        heartbeat = Heartbeat(tracker, progress_every)
+        error = None
+        rc, status = 250, "failed"
+        try:
+            heartbeat.start()
+            if in_main_thread:  # signal handlers can only be set there
+                cancellation.install()
+            result = runner(
+                private_data_dir=str(private),
+                # ansible-playbook runs in the user's directory, so relative paths (-e @vars.yml,
+                # --private-key, an ./ansible.cfg) mean what they mean to ansible-playbook there.
+                project_dir=str(plan.cwd),
+                binary=str(launcher),
+                cmdline=shlex.join([*plan.options.args(), plan.target]),
+                inventory=plan.inventory,
+                envvars=envvars,
+                event_handler=tracker.handle,
+                # Without a callback ansible-runner installs its own SIGINT/SIGTERM handlers, which
+                # SIGKILL ansible-playbook alone and orphan its workers; gpufleet.cancel ends them all.
+                cancel_callback=lambda: False,
+                suppress_env_files=True,
+                quiet=True,  # with -v the tracker prints Ansible's output, masked
+                ident="run",
+            )
+            rc = result.rc if result.rc is not None else 250
+            status = str(result.status)
+        except Exception as exc:  # ansible-runner raises ConfigurationError and friends before Ansible starts
+            error = RunBroken(f"ansible-runner could not start the playbook: {one_line(exc)}")
+        finally:
+            cancellation.finished()  # waits until a cancel has ended every process it found
+            if in_main_thread:
+                cancellation.restore()
+            heartbeat.stop()
+            tracker.finish()
+        shown = ["ansible-playbook", "-i", plan.inventory, *plan.options.shown_args(), plan.target]
+        try:
+            _copy_runner_output(private, claimed.runner_copy, shown)
+        except OSError as exc:
+            raise error or RunBroken(f"ansible-runner's output could not be copied into {claimed.runner_copy}: "
+                                     f"{one_line(exc.strerror or exc)}") from None
+        if error is not None:
+            raise error
+        return rc, status, cancellation
+    finally:
+        shutil.rmtree(private, ignore_errors=True)
+
+
+def run_stage(stage: str, inventory: str | Path, artifacts: Path | artifacts_mod.ArtifactsDir,
+              options: AnsibleOptions | None = None, out: TextIO = sys.stdout, runner: Callable | None = None,
+              playbook: Path | None = None, baseline_dir: Path | None = None,
+              progress_every: float = DEFAULT_PROGRESS_EVERY_S, secrets: list[str] | None = None) -> StageRun:
     """Runs one stage's playbook through ansible-runner; raises RunBroken when it cannot start.
 
-    `playbook` replaces the stage's own playbook (tests use it to run small plays); `secrets` are
-    values scrubbed from every artifact besides the secret-looking environment and -e values
-    (see gpufleet.secrets)."""
-    options = options or AnsibleOptions()
-    if stage not in STAGE_PLAYBOOKS:
-        raise RunBroken(f"unknown stage {stage!r}; stages: {', '.join(STAGE_PLAYBOOKS)}")
-    cwd = Path.cwd()
-    inventory = str(inventory)
-    if Path(inventory).exists():
-        inventory = str(Path(inventory).resolve())
-    elif "," not in inventory:
-        raise RunBroken(f"inventory {inventory} does not exist (give a file, a directory or a host list 'a,b,')")
-    extra = check_extra_vars(options.extra_vars)
-    found = collection_mod.locate()
-    if playbook is not None:
-        target = str(playbook)
-    else:
-        target = collection_mod.playbook_fqcn(STAGE_PLAYBOOKS[stage])
-        if found is None:
-            raise RunBroken("the gpufleet.cluster collection is neither beside this package (a clone) nor inside "
-                            "it (a wheel); reinstall gpufleet with pip from a clone or a release")
-    artifacts = artifacts.resolve()
-    reports, runner_copy = _prepare_artifacts(artifacts)
+    `artifacts` is a directory (claimed here for the run, gpufleet.artifacts) or one the caller
+    claimed; `playbook` replaces the stage's own playbook (tests use it to run small plays); `secrets`
+    are values scrubbed from every artifact and printed line besides the secret-looking environment
+    and -e values (see gpufleet.secrets)."""
+    plan = _plan(stage, inventory, options or AnsibleOptions(), playbook)
+    if isinstance(artifacts, artifacts_mod.ArtifactsDir):
+        return _run_claimed(plan, artifacts, out, runner, baseline_dir, progress_every, secrets)
+    try:
+        claimed = artifacts_mod.claim(Path(artifacts))
+    except (artifacts_mod.ArtifactsRefused, artifacts_mod.ArtifactsUnwritable) as exc:
+        raise RunBroken(str(exc)) from None
+    with claimed:
+        return _run_claimed(plan, claimed, out, runner, baseline_dir, progress_every, secrets)
 
-    ansible_bin = Path(sys.executable).parent
-    envvars = {
-        **collection_mod.ansible_env(found),
-        "ANSIBLE_INVENTORY_UNPARSED_FAILED": "True",
-        "ANSIBLE_NOCOLOR": "True",
-        "ANSIBLE_FORCE_COLOR": "False",
-        "GPUFLEET_REPORT_DIR": str(reports),
-        "PATH": f"{ansible_bin}{os.pathsep}{os.environ.get('PATH', '')}",
-        # Baselines live outside the run's artifacts so the next run compares against them.
-        "GPUFLEET_BASELINE_DIR": str((baseline_dir or Path("baselines")).resolve()),
-    }
-    hosts = target_hosts(inventory, options.limit, {**os.environ, **envvars}, cwd)
 
-    tracker = EventTracker(out=out, colour=colour_enabled(out))
+def _run_claimed(plan: _Plan, claimed: artifacts_mod.ArtifactsDir, out: TextIO, runner: Callable | None,
+                 baseline_dir: Path | None, progress_every: float, secrets: list[str] | None) -> StageRun:
+    envvars, effective = _environment(plan, claimed, baseline_dir)
+    width = console.width()
+    for line in settings.describe(effective):
+        print("\n".join(textwrap.wrap(f"gpufleet: {line}", width, subsequent_indent="    ", break_on_hyphens=False,
+                                     break_long_words=False)), file=out, flush=True)
+    hosts = target_hosts(plan.inventory, plan.options.limit, {**os.environ, **envvars}, plan.cwd)
+    _check_smoke_forks(plan, {**os.environ, **envvars}, effective, out)
+    masked = list(secrets or []) + secret_values(extra_vars=_plain(plan.extra))
+    tracker = EventTracker(out=out, colour=colour_enabled(out), secrets=masked, stream=plan.options.verbosity > 0)
     if runner is None:
         import ansible_runner  # imported late: the CLI's --help works without it
 
         runner = ansible_runner.run
-    args = options.args()
-    private = Path(tempfile.mkdtemp(prefix="gpufleet-runner-"))  # 0700: runner's env dump stays private
-    heartbeat = Heartbeat(tracker, progress_every)
     started = time.monotonic()
-    try:
-        heartbeat.start()
-        result = runner(
-            private_data_dir=str(private),
-            # ansible-playbook runs in the user's directory, so relative paths (-e @vars.yml,
-            # --private-key, an ./ansible.cfg) mean what they mean to ansible-playbook there.
-            project_dir=str(cwd),
-            playbook=target,
-            inventory=inventory,
-            cmdline=shlex.join(args),
-            envvars=envvars,
-            event_handler=tracker.handle,
-            suppress_env_files=True,
-            quiet=options.verbosity == 0,
-            ident="run",
-        )
-        rc = result.rc if result.rc is not None else 250
-        status = str(result.status)
-    except Exception as exc:  # ansible-runner raises ConfigurationError and friends before Ansible starts
-        raise RunBroken(f"ansible-runner could not start the playbook: {_one_line(exc)}") from None
-    finally:
-        heartbeat.stop()
-        tracker.finish()
-        shown = ["ansible-playbook", "-i", inventory, *options.shown_args(), target]
-        _copy_runner_output(private, runner_copy, shown)
-        shutil.rmtree(private, ignore_errors=True)
+    rc, status, cancellation = _run_playbook(plan, envvars, claimed, tracker, runner, progress_every)
     output = ""
     for name in ("stdout", "stderr"):
-        if (runner_copy / name).is_file():
-            output += (runner_copy / name).read_text(errors="replace") + "\n"
-    scrub_tree(artifacts, list(secrets or []) + secret_values(extra_vars=_plain(extra)))
-    return StageRun(stage=stage, inventory=inventory, artifacts=artifacts, rc=rc, tracker=tracker,
+        if (claimed.runner_copy / name).is_file():
+            output += (claimed.runner_copy / name).read_text(errors="replace") + "\n"
+    scrub_tree(claimed.path, masked)
+    return StageRun(stage=plan.stage, inventory=plan.inventory, artifacts=claimed.path, rc=rc, tracker=tracker,
                     hosts=hosts, duration_s=round(time.monotonic() - started, 2), runner_status=status,
-                    stage_names=short_stage_names(found.root if found else None),
-                    ansible_error=ansible_error(output) or (tracker.error_lines[0] if tracker.error_lines else None))
+                    stage_names=short_stage_names(plan.found.root if plan.found else None),
+                    ansible_error=ansible_error(output) or (tracker.error_lines[0] if tracker.error_lines else None),
+                    cancelled=cancellation.signal_name, stopped_by=cancellation.stopped_by, settings=effective)
 
 
 def classify(run: StageRun) -> tuple[int, str]:
     """Maps a finished run to (exit code, one-line reason)."""
+    if run.cancelled:
+        how = {"SIGINT": "interrupted", "SIGTERM": "terminated", "SIGKILL": "killed"}.get(run.stopped_by or "",
+                                                                                        "already gone")
+        return EXIT_RUN_BROKEN, (f"cancelled by {run.cancelled}: ansible-playbook and the processes it started were "
+                                 f"{how}; the nodes it had not finished are not_run")
     failed = failed_hosts(run)
     unreachable = unreachable_hosts(run)
     seen = set(run.tracker.hosts_seen)
@@ -555,13 +745,13 @@ def classify(run: StageRun) -> tuple[int, str]:
     if seen and unreachable == seen:
         first = next(t.first_failure for per_host in run.tracker.tallies.values() for t in per_host.values()
                      if t.unreachable)
-        return EXIT_RUN_BROKEN, _one_line(f"every node was unreachable ({', '.join(sorted(seen))}): {first}")
+        return EXIT_RUN_BROKEN, one_line(f"every node was unreachable ({', '.join(sorted(seen))}): {first}")
     if failed and (run.rc == 0 or (run.rc & ~_ANSIBLE_HOST_FAILURE_BITS) == 0):
-        return EXIT_NODES_FAILED, "nodes failed: " + ", ".join(sorted(failed))
+        return EXIT_NODES_FAILED, "nodes failed: " + console.names(sorted(failed), REASON_NAMES_WIDTH)
     detail = f": {run.ansible_error}" if run.ansible_error else f" ({run.runner_status})"
     if not seen:
-        return EXIT_RUN_BROKEN, _one_line(f"ansible-playbook exited {run.rc} before any node ran a task{detail}")
-    return EXIT_RUN_BROKEN, _one_line(f"ansible-playbook exited {run.rc}{detail}")
+        return EXIT_RUN_BROKEN, one_line(f"ansible-playbook exited {run.rc} before any node ran a task{detail}")
+    return EXIT_RUN_BROKEN, one_line(f"ansible-playbook exited {run.rc}{detail}")
 
 
 def unreachable_hosts(run: StageRun) -> set[str]:

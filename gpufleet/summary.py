@@ -8,10 +8,13 @@ from __future__ import annotations
 
 import json
 import textwrap
+from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 
-from gpufleet.runner import EXIT_NODES_FAILED, EXIT_PASSED, EXIT_RUN_BROKEN, StageRun, classify, failed_hosts
+from gpufleet import console
+from gpufleet.runner import (EXIT_NODES_FAILED, EXIT_PASSED, EXIT_RUN_BROKEN, REASON_NAMES_WIDTH, StageRun, one_line,
+                             classify, failed_hosts)
 
 SCHEMA_VERSION = "1.0"
 
@@ -30,6 +33,8 @@ _RESULT_NAMES = {EXIT_PASSED: "passed", EXIT_NODES_FAILED: "nodes_failed"}
 # The smoke_test role judges the whole job in one run_once task, so Ansible reports its failure on
 # whichever host ran it; the smoke report says which nodes were really at fault.
 SMOKE_VERDICT_TASK = "Judge the run and write the reports"
+# A reason is one line a person reads in a CI log; longer ones are cut (summary.json has the details).
+REASON_LIMIT = 500
 
 
 def _load(path: Path):
@@ -92,20 +97,36 @@ def _smoke_verdict(reports: Path) -> dict | None:
     return {"passed": None, "reasons": [], "backend": smoke.get("backend")}
 
 
-def _smoke_attribution(run: StageRun, reports: Path, failed: set[str]) -> tuple[set[str], dict[str, str]]:
-    """Moves a failed smoke verdict from the host that ran it to the nodes the report names.
+@dataclass
+class SmokeBlame:
+    """Who the smoke report blames, against what Ansible saw (the verdict fails on the host that ran it)."""
 
-    Returns the corrected set of failed hosts and each smoke node's status."""
+    failed: set[str]  # the failed hosts, corrected
+    statuses: dict[str, str] = field(default_factory=dict)  # each smoke node's status in the report
+    verdict_only: set[str] = field(default_factory=set)  # hosts whose only failure was running the verdict
+    blamed: set[str] = field(default_factory=set)  # hosts the report says failed the job
+    reason: str | None = None  # the verdict's first reason
+    play: str | None = None  # the play that ran the verdict task
+
+
+def _verdict_play(run: StageRun) -> str | None:
+    return next((play for play, per_host in run.tracker.tallies.items()
+                 for tally in per_host.values() if SMOKE_VERDICT_TASK in tally.failed_tasks), None)
+
+
+def _smoke_attribution(run: StageRun, reports: Path, failed: set[str]) -> SmokeBlame:
+    """Moves a failed smoke verdict from the host that ran it to the nodes the report names."""
     smoke = _load(reports / "smoke.json")
     if not smoke:
-        return failed, {}
+        return SmokeBlame(failed)
     statuses = {n.get("name"): n.get("status") for n in smoke.get("nodes") or [] if n.get("name")}
     for missing in smoke.get("missing_nodes") or []:
         name = missing if isinstance(missing, str) else (missing or {}).get("name")
         if name:
             statuses[name] = statuses.get(name) if statuses.get(name) not in (None, "ok") else "missing"
-    if (smoke.get("verdict") or {}).get("passed") is not False:
-        return failed, statuses
+    verdict = smoke.get("verdict") or {}
+    if verdict.get("passed") is not False:
+        return SmokeBlame(failed, statuses)
     only_verdict = set()
     for host in failed:
         tasks = [t for per_host in run.tracker.tallies.values() if host in per_host
@@ -116,11 +137,52 @@ def _smoke_attribution(run: StageRun, reports: Path, failed: set[str]) -> tuple[
     # A cluster-wide failure (bandwidth regression, loss not falling) names no single node: every
     # node of the job is then not ready.
     blamed = at_fault or set(smoke.get("hosts_expected") or statuses)
-    return (failed - only_verdict) | blamed, statuses
+    reasons = verdict.get("reasons") or []
+    return SmokeBlame((failed - only_verdict) | blamed, statuses, only_verdict, blamed,
+                      one_line(reasons[0]) if reasons else None, _verdict_play(run))
+
+
+def _apply_smoke_blame(host: str, stages: dict, blame: SmokeBlame) -> None:
+    """The smoke play's entry says what the report says about this node, not where the verdict ran."""
+    stage = stages.get(blame.play) if blame.play else None
+    if stage is None:
+        return
+    if host in blame.verdict_only and host not in blame.blamed:
+        stage["status"] = "changed" if stage["changed"] else "ok"
+        stage["first_failure"] = None
+    elif host in blame.blamed and stage["status"] not in ("failed", "unreachable"):
+        stage["status"] = "failed"
+        stage["first_failure"] = one_line(f"smoke job: {blame.statuses.get(host) or 'failed'}"
+                                           + (f": {blame.reason}" if blame.reason else ""))
 
 
 def per_host_unreachable(run: StageRun, host: str) -> bool:
     return any(per_host[host].unreachable for per_host in run.tracker.tallies.values() if host in per_host)
+
+
+def _first_failure(stages: dict, stage_names: dict[str, str]) -> tuple[str | None, str | None]:
+    """(short name of the first failed stage, its first failure) of one node."""
+    for play, stage in stages.items():
+        if stage["status"] in ("failed", "unreachable"):
+            return short_name(play, stage_names), stage.get("first_failure") or stage["status"]
+    return None, None
+
+
+def _node(host: str, run: StageRun, blame: SmokeBlame, complete: bool, findings: list, versions: dict) -> dict:
+    stages = {play: per_host[host].as_dict() for play, per_host in run.tracker.tallies.items() if host in per_host}
+    _apply_smoke_blame(host, stages, blame)
+    if host in blame.failed:
+        status = "failed"
+    elif stages and complete:
+        status = "passed"
+    else:
+        status = "not_run"  # never reached, or the run stopped before it finished with this node
+    failed_stage, reason = _first_failure(stages, run.stage_names)
+    node = {"status": status, "stages": stages, "failed_stage": failed_stage, "reason": reason,
+            "findings": [f for f in findings if f.get("node") == host], "versions": versions.get(host, {})}
+    if host in blame.statuses:
+        node["smoke_status"] = blame.statuses[host]
+    return node
 
 
 def build_summary(run: StageRun, limit: str | None, started_at: datetime) -> dict:
@@ -132,29 +194,13 @@ def build_summary(run: StageRun, limit: str | None, started_at: datetime) -> dic
     findings = list(unique.values())
     versions = _versions_by_node(reports)
     code, reason = classify(run)
-    bad, smoke_status = _smoke_attribution(run, reports, failed_hosts(run))
-    if bad != failed_hosts(run) and code != EXIT_RUN_BROKEN:
-        code, reason = EXIT_NODES_FAILED, "nodes failed: " + ", ".join(sorted(bad))
-
-    nodes = {}
-    all_hosts = sorted(set(run.tracker.hosts_seen) | (set(run.hosts) if limit is None else set()) | bad)
-    for host in all_hosts:
-        stages = {play: per_host[host].as_dict() for play, per_host in run.tracker.tallies.items()
-                  if host in per_host}
-        if host in bad:
-            status = "failed"
-        elif stages:
-            status = "passed"
-        else:
-            status = "not_run"
-        nodes[host] = {
-            "status": status,
-            "stages": stages,
-            "findings": [f for f in findings if f.get("node") == host],
-            "versions": versions.get(host, {}),
-        }
-        if host in smoke_status:
-            nodes[host]["smoke_status"] = smoke_status[host]
+    blame = _smoke_attribution(run, reports, failed_hosts(run))
+    if blame.failed != failed_hosts(run) and code != EXIT_RUN_BROKEN:
+        code, reason = EXIT_NODES_FAILED, "nodes failed: " + console.names(sorted(blame.failed), REASON_NAMES_WIDTH)
+    # A node passes only when Ansible finished the whole playbook with it and the run did not break.
+    complete = run.tracker.finished_playbook and code != EXIT_RUN_BROKEN
+    all_hosts = sorted(set(run.tracker.hosts_seen) | (set(run.hosts) if limit is None else set()) | blame.failed)
+    nodes = {host: _node(host, run, blame, complete, findings, versions) for host in all_hosts}
     return {
         "schema_version": SCHEMA_VERSION,
         "stage": run.stage,
@@ -166,7 +212,9 @@ def build_summary(run: StageRun, limit: str | None, started_at: datetime) -> dic
         "ansible_rc": run.rc,
         "exit_code": code,
         "result": _RESULT_NAMES.get(code, "run_broken"),
-        "reason": reason,
+        "reason": one_line_reason(reason),
+        "cancelled": run.cancelled,
+        "settings": {item.label: {"value": item.value, "source": item.source} for item in run.settings},
         "nodes": nodes,
         "stage_names": {play: short_name(play, run.stage_names) for play in run.tracker.plays},
         "ready_nodes": sorted(h for h, n in nodes.items() if n["status"] == "passed"),
@@ -180,7 +228,13 @@ def build_summary(run: StageRun, limit: str | None, started_at: datetime) -> dic
     }
 
 
-def broken_summary(stage: str | None, inventory, limit: str | None, reason: str, started_at: datetime) -> dict:
+def one_line_reason(reason: str) -> str:
+    """Every reason is one line of at most REASON_LIMIT characters (a person reads it, a CI shows it)."""
+    return one_line(reason, REASON_LIMIT) or "no reason given"
+
+
+def broken_summary(stage: str | None, inventory, limit: str | None, reason: str, started_at: datetime,
+                   artifacts: Path | None = None) -> dict:
     """The summary of a run that could not start: same schema, no nodes (stage and inventory are
     null when the command line was too broken to name them)."""
     return {
@@ -194,20 +248,21 @@ def broken_summary(stage: str | None, inventory, limit: str | None, reason: str,
         "ansible_rc": None,
         "exit_code": EXIT_RUN_BROKEN,
         "result": "run_broken",
-        "reason": reason,
+        "reason": one_line_reason(reason),
+        "cancelled": None,
+        "settings": {},
         "nodes": {},
         "stage_names": {},
         "ready_nodes": [],
         "failed_nodes": [],
         "smoke": None,
-        "artifacts": {"directory": None, "events": None, "reports": []},
+        "artifacts": {"directory": None if artifacts is None else str(artifacts), "events": None, "reports": []},
     }
 
 
-TABLE_WIDTH = 100
-_NODE_WIDTH = 20
-_SHORT_STATUS = {"unreachable": "unreach", "failed": "FAILED"}
+_SHORT_STATUS = {"unreachable": "UNREACH", "failed": "FAILED", "changed": "changed", "skipped": "skipped"}
 _STATUS_RANK = {"skipped": 0, "ok": 1, "changed": 2, "failed": 3, "unreachable": 4}
+_NODE_WIDTH = 24  # longer host names get a line of their own above their row, whole
 
 
 def short_name(play: str, stage_names: dict[str, str]) -> str:
@@ -219,61 +274,86 @@ def short_name(play: str, stage_names: dict[str, str]) -> str:
     return "".join(c for c in word if c.isalnum())[:9] or "play"
 
 
-def _clip(text: str, width: int) -> str:
-    return text if len(text) <= width else text[: width - 1] + "~"
-
-
-def summary_table(summary: dict, colour: bool = False) -> str:
-    """The closing human table, at most 100 columns: one row per node, one column per stage (plays
-    of the same stage merged, worst status shown), findings counted; details are in summary.json."""
-    from gpufleet.runner import paint
-
+def _rows(summary: dict) -> tuple[list[str], list[dict]]:
+    """(stage columns in play order, one row per node: stage column -> worst status of its plays)."""
     names = summary.get("stage_names") or {}
     columns: list[str] = []
-    for node in summary["nodes"].values():
-        for play in node["stages"]:
-            if short_name(play, names) not in columns:
-                columns.append(short_name(play, names))
+    for play in list(names) + [p for node in summary["nodes"].values() for p in node["stages"]]:
+        if short_name(play, names) not in columns:
+            columns.append(short_name(play, names))
     rows = []
     for host, node in sorted(summary["nodes"].items()):
-        per_column: dict[str, str] = {}
+        cells: dict[str, str] = {}
         for play, tally in node["stages"].items():
             column = short_name(play, names)
-            old = per_column.get(column)
-            if old is None or _STATUS_RANK.get(tally["status"], 0) > _STATUS_RANK.get(old, 0):
-                per_column[column] = tally["status"]
+            if _STATUS_RANK.get(tally["status"], 0) >= _STATUS_RANK.get(cells.get(column, "skipped"), 0):
+                cells[column] = tally["status"]
         fails = sum(1 for f in node["findings"] if f.get("severity") == "fail")
         warns = sum(1 for f in node["findings"] if f.get("severity") == "warn")
-        rows.append((host, node["status"], per_column, f"{fails}F {warns}W"))
+        rows.append({"host": host, "status": node["status"], "cells": cells, "counts": f"{fails}F {warns}W",
+                     "failed_stage": node.get("failed_stage"), "reason": node.get("reason")})
+    return [c for c in columns if any(c in row["cells"] for row in rows)], rows
 
-    def widths_for(cols):
-        node_w = min(_NODE_WIDTH, max([4] + [len(r[0]) for r in rows]))
-        col_w = [max([len(c)] + [len(_SHORT_STATUS.get(r[2].get(c, "-"), r[2].get(c, "-"))) for r in rows])
-                 for c in cols]
-        return node_w, col_w, node_w + 2 + 7 + 2 + sum(w + 2 for w in col_w) + len("findings")
 
-    shown = list(columns)
-    node_w, col_w, total = widths_for(shown)
-    while total > TABLE_WIDTH and shown:  # very many plays: keep the first ones, say where the rest are
-        shown.pop()
-        node_w, col_w, total = widths_for(shown)
+def _reason_lines(row: dict, width: int) -> list[str]:
+    """The node's first failure under its row: at most two lines, cut at the width."""
+    if not row["reason"]:
+        return []
+    lines = textwrap.wrap(f"{row['failed_stage']}: {row['reason']}", width - 4) or [""]
+    if len(lines) > 2:
+        lines = [lines[0], console.clip(" ".join(lines[1:]), width - 4)]
+    return ["    " + line for line in lines]
 
-    def line(cells, raw_statuses=None):
-        out = []
-        for i, (cell, width) in enumerate(zip(cells, [node_w, 7, *col_w, len("findings")])):
-            text = _clip(str(cell), width).ljust(width)
-            status = raw_statuses[i] if raw_statuses else None
-            out.append(paint(text, status, colour) if status else text)
-        return "  ".join(out).rstrip()
 
-    lines = [line(["node", "status", *shown, "findings"]),
-             "  ".join("-" * w for w in [node_w, 7, *col_w, len("findings")])]
-    for host, status, per_column, counts in rows:
-        statuses = [per_column.get(c, "-") for c in shown]
-        cells = [host, status, *[_SHORT_STATUS.get(s, s) for s in statuses], counts]
-        lines.append(line(cells, [None, status, *statuses, None]))
-    if len(shown) < len(columns):
-        lines.append(f"(stages {', '.join(columns[len(shown):])} left out for width: see summary.json)")
+def _table(columns: list[str], rows: list[dict], width: int, colour: bool) -> list[str] | None:
+    """One column per stage, or None when that does not fit `width`."""
+    from gpufleet.runner import paint
+
+    node_w = min(_NODE_WIDTH, max([4] + [len(r["host"]) for r in rows]))
+    status_w = max([6] + [len(r["status"]) for r in rows])
+    col_w = [max([len(c)] + [len(_SHORT_STATUS.get(r["cells"].get(c, "-"), r["cells"].get(c, "-"))) for r in rows])
+             for c in columns]
+    widths = [node_w, status_w, *col_w, len("findings")]
+    if sum(w + 2 for w in widths) - 2 > width:
+        return None
+
+    def line(cells, statuses):
+        return "  ".join(paint(str(c).ljust(w), s, colour) if s else str(c).ljust(w)
+                         for c, w, s in zip(cells, widths, statuses)).rstrip()
+
+    lines = [line(["node", "status", *columns, "findings"], [None] * len(widths)), "  ".join("-" * w for w in widths)]
+    for row in rows:
+        statuses = [row["cells"].get(c, "-") for c in columns]
+        host = row["host"]
+        if len(host) > node_w:
+            lines.append(host)
+            host = ""
+        lines.append(line([host, row["status"], *[_SHORT_STATUS.get(s, s) for s in statuses], row["counts"]],
+                          [None, row["status"], *statuses, None]))
+        lines.extend(_reason_lines(row, width))
+    return lines
+
+
+def _stacked(columns: list[str], rows: list[dict], width: int, colour: bool) -> list[str]:
+    """A block per node: the host whole, its status and findings, then every stage, wrapped."""
+    from gpufleet.runner import paint
+
+    lines = []
+    for row in rows:
+        lines.append(f"{row['host']}  {paint(row['status'], row['status'], colour)}  findings {row['counts']}")
+        stages = [f"{c} {_SHORT_STATUS.get(row['cells'][c], row['cells'][c])}" for c in columns if c in row["cells"]]
+        lines.extend(textwrap.wrap(", ".join(stages), width, initial_indent="  ", subsequent_indent="  "))
+        lines.extend(_reason_lines(row, width))
+    return lines
+
+
+def summary_table(summary: dict, colour: bool = False, width: int | None = None) -> str:
+    """The closing human table in `width` columns (default: the terminal's, gpufleet.console): one row
+    per node and one column per stage (plays of the same stage merged, worst status shown), or -- when the stages do not fit -- a block per node
+    listing every stage. No stage is ever left out; each failed node's first failure follows it."""
+    width = width or console.width()
+    columns, rows = _rows(summary)
+    lines = _table(columns, rows, width, colour) or _stacked(columns, rows, width, colour)
     result = f"result: {summary['result']} (exit {summary['exit_code']}): {summary['reason']}"
-    lines.extend(textwrap.wrap(result, TABLE_WIDTH, subsequent_indent="  "))
+    lines.extend(textwrap.wrap(result, width, subsequent_indent="  "))
     return "\n".join(lines)

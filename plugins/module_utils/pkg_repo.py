@@ -12,12 +12,13 @@ feed the same parsers. Formats (real captures in tests/fixtures/repo/, sources i
   ``name.arch  [epoch:]version-release  repo`` rows (long names wrap the rest onto the next line).
 - ``dnf module list MODULE``: a table of ``name  stream [flags]  profiles  summary`` rows, one
   table per repository.
-- ``gpg --batch --with-colons --show-keys FILE``: ``pub`` records, each followed by its ``fpr``.
+- ``gpg --batch --with-colons --show-keys FILE``: ``pub`` records (validity, expiry), each followed by its ``fpr``.
 """
 
 from __future__ import annotations
 
 import re
+import time
 
 _APT_VERSION_LINE = re.compile(r"^\s*(\*\*\*\s+)?(\S+)\s+(-?\d+)\s*$")
 _DNF_ROW = re.compile(r"^(\S+)\.(\w+)\s+(\S+)\s+(\S+)\s*$")
@@ -143,29 +144,56 @@ def parse_dnf_module_list(text: str) -> dict:
     return modules
 
 
-def primary_key_fingerprints(colons: str) -> list:
-    """Fingerprints of the primary keys in ``gpg --with-colons --show-keys`` output, in file order.
+def primary_keys(colons: str) -> list:
+    """The primary keys in ``gpg --with-colons --show-keys`` output, in file order.
 
-    Subkey fingerprints (the ``fpr`` after a ``sub`` record) are not primary keys and are left out.
+    Each is ``{fingerprint, validity, expires}``: ``validity`` is the ``pub`` record's second field
+    (``r`` revoked, ``e`` expired, ``d``/``D`` disabled), ``expires`` its seventh (seconds since the
+    epoch, 0 when the key never expires). Subkey fingerprints (the ``fpr`` after a ``sub`` record)
+    are not primary keys and are left out.
     """
     out = []
-    owner = None
+    current = None
     for line in (colons or "").splitlines():
         fields = line.split(":")
         if fields[0] in ("pub", "sec"):
-            owner = "primary"
+            current = {"validity": fields[1] if len(fields) > 1 else "",
+                       "expires": int(fields[6]) if len(fields) > 6 and fields[6].isdigit() else 0,
+                       "disabled": len(fields) > 11 and "D" in fields[11]}
         elif fields[0] in ("sub", "ssb"):
-            owner = "sub"
-        elif fields[0] == "fpr" and owner == "primary" and len(fields) > 9:
-            out.append(fields[9].upper())
-            owner = None
+            current = None
+        elif fields[0] == "fpr" and current is not None and len(fields) > 9:
+            out.append({"fingerprint": fields[9].upper(), **current})
+            current = None
     return out
 
 
-def check_signing_key(colons: str, pinned: str) -> dict:
-    """Judge a downloaded signing key file: exactly one primary key, and it is the pinned one."""
+def primary_key_fingerprints(colons: str) -> list:
+    """Fingerprints of the primary keys in ``gpg --with-colons --show-keys`` output, in file order."""
+    return [key["fingerprint"] for key in primary_keys(colons)]
+
+
+def _unusable(key: dict, now: float) -> str:
+    """Why a primary key must not be trusted for signatures (revoked, expired, disabled); empty when usable."""
+    if key["validity"] == "r":
+        return "it is revoked (the file carries its revocation)"
+    if key["expires"] and key["expires"] <= now:
+        return "it expired on %s" % time.strftime("%Y-%m-%d", time.gmtime(key["expires"]))
+    if key["validity"] == "e":
+        return "it is expired"
+    if key["disabled"] or key["validity"] in ("d", "D"):
+        return "it is disabled"
+    return ""
+
+
+def check_signing_key(colons: str, pinned: str, now: float | None = None) -> dict:
+    """Judge a downloaded signing key file: exactly one primary key, the pinned one, neither revoked nor expired.
+
+    ``now`` (seconds since the epoch) is when the key must still be valid; the current time by default.
+    """
     want = re.sub(r"\s+", "", pinned or "").upper()
-    found = primary_key_fingerprints(colons)
+    keys = primary_keys(colons)
+    found = [key["fingerprint"] for key in keys]
     if not want:
         return {"ok": False, "fingerprints": found, "reason": "no pinned fingerprint was given"}
     if not found:
@@ -176,6 +204,11 @@ def check_signing_key(colons: str, pinned: str) -> dict:
     if found[0] != want:
         return {"ok": False, "fingerprints": found,
                 "reason": f"its key is {found[0]}, which is not the pinned key; the pin is {want}"}
+    problem = _unusable(keys[0], time.time() if now is None else now)
+    if problem:
+        return {"ok": False, "fingerprints": found,
+                "reason": f"the pinned key {want} is in the file but {problem}: a repository signed with it cannot be "
+                          "trusted. Get the repository's current key and pin its fingerprint"}
     return {"ok": True, "fingerprints": found, "reason": ""}
 
 

@@ -27,6 +27,19 @@ UNOBSERVED = "unobserved:"
 WATCH_KINDS = ("files", "dirs", "packages", "services", "venvs", "commands")
 
 
+class CommandTimedOut(Exception):
+    """Raised by a run_command that killed its command at the deadline; the message names both."""
+
+
+def _ask(run_command, argv):
+    """run_command(argv) as ``(rc, stdout, stderr)``; rc is None when the command hit its deadline
+    (stderr then says which command and which limit), so a hang is an observation not taken."""
+    try:
+        return run_command(argv)
+    except CommandTimedOut as exc:
+        return None, "", str(exc)
+
+
 def file_signature(path: str) -> str:
     """Type, owner, mode and content (or size and mtime when large) of one path; links by target."""
     try:
@@ -73,10 +86,10 @@ def tree_signature(root: str, run_command=None) -> str:
     if not os.path.isdir(root):
         return file_signature(root)
     if run_command is not None and shutil.which("find"):
-        rc, out, err = run_command(["find", root, "-name", "__pycache__", "-prune", "-o", "!", "-type", "d",
-                                    "-printf", "%P %s %T@ %m %l\\n"])
+        rc, out, err = _ask(run_command, ["find", root, "-name", "__pycache__", "-prune", "-o", "!", "-type", "d",
+                                          "-printf", "%P %s %T@ %m %l\\n"])
         if rc != 0:
-            return "unobserved: find failed (rc %d: %s)" % (rc, err.strip()[:200])
+            return "unobserved: find failed (rc %s: %s)" % (rc, err.strip()[:200])
         lines = sorted(out.splitlines())
         digest = hashlib.sha256("\n".join(lines).encode("utf-8", "surrogateescape"))
         return "tree of %d files sha256 %s" % (len(lines), digest.hexdigest())
@@ -137,7 +150,8 @@ def parse_systemctl_show(names: list[str], stdout: str) -> dict[str, str]:
 
 
 def observe(watch: dict, run_command) -> dict[str, str]:
-    """Observe everything watch names. run_command(argv) -> (rc, stdout, stderr), as AnsibleModule's."""
+    """Observe everything watch names. run_command(argv) -> (rc, stdout, stderr), as AnsibleModule's; it
+    raises CommandTimedOut for a command it killed at its deadline (recorded as not observed)."""
     watch = normalise_watch(watch)  # a record read back may have been edited by hand
     seen: dict[str, str] = {}
     seen["kernel"] = os.uname().release
@@ -154,8 +168,8 @@ def observe(watch: dict, run_command) -> dict[str, str]:
     if services and not shutil.which("systemctl"):
         seen.update(("service " + name, "unobserved: no systemctl") for name in services)
     elif services:
-        rc, out, err = run_command(["systemctl", "show", "-p", "LoadState,UnitFileState,ActiveState", "--"]
-                                   + [name + ".service" for name in services])
+        rc, out, err = _ask(run_command, ["systemctl", "show", "-p", "LoadState,UnitFileState,ActiveState", "--"]
+                            + [name + ".service" for name in services])
         if rc == 0:
             seen.update(("service " + name, value) for name, value in parse_systemctl_show(services, out).items())
         else:
@@ -167,11 +181,11 @@ def observe(watch: dict, run_command) -> dict[str, str]:
 
 def _packages(names: list[str], run_command) -> dict[str, str]:
     if shutil.which("dpkg-query"):
-        rc, out, err = run_command(["dpkg-query", "-W", "-f=${Package}\t${Version}\t${Status}\n", "--"] + names)
+        rc, out, err = _ask(run_command, ["dpkg-query", "-W", "-f=${Package}\t${Version}\t${Status}\n", "--"] + names)
         if rc in (0, 1):
             return parse_dpkg_query(names, out)
     elif shutil.which("rpm"):
-        rc, out, err = run_command(["rpm", "-q", "--qf", "%{NAME}\t%{EPOCH}:%{VERSION}-%{RELEASE}.%{ARCH}\n"] + names)
+        rc, out, err = _ask(run_command, ["rpm", "-q", "--qf", "%{NAME}\t%{EPOCH}:%{VERSION}-%{RELEASE}.%{ARCH}\n"] + names)
         if rc in (0, 1):
             return parse_rpm_query(names, out.replace("(none):", ""))
     else:
@@ -184,7 +198,9 @@ def _command(argv: list[str], run_command) -> str:
     """A read-only command's exit code and output; a program that is not installed is recorded as such."""
     if not shutil.which(argv[0]):
         return "not installed"
-    rc, out, err = run_command(argv)
+    rc, out, err = _ask(run_command, argv)
+    if rc is None:
+        return "%s %s" % (UNOBSERVED, err)
     return "rc %d: %s" % (rc, (out + err).strip())
 
 

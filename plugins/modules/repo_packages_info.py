@@ -113,14 +113,14 @@ import shutil
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.gpufleet.cluster.plugins.module_utils.c_locale import C_LOCALE
 from ansible_collections.gpufleet.cluster.plugins.module_utils import pkg_repo
+from ansible_collections.gpufleet.cluster.plugins.module_utils.run_tool import run_tool
 
 
 def _run(module, argv, timeout):
-    if shutil.which("timeout"):
-        argv = ["timeout", str(timeout)] + argv
-    rc, out, err = module.run_command(argv, environ_update=C_LOCALE)
-    if rc == 124:
-        module.fail_json(msg=f"{' '.join(argv[2:])} did not answer within {timeout}s", rc=rc, stdout=out, stderr=err)
+    rc, out, err, timed_out = run_tool(module, argv, timeout, environ_update=C_LOCALE)
+    if timed_out:
+        module.fail_json(msg=f"{' '.join(argv)} did not answer within {timeout}s (repo_packages_info timeout)",
+                         rc=rc, stdout=out, stderr=err)
     return rc, out, err
 
 

@@ -54,6 +54,13 @@ options:
     description: What the roles reported for the converged node; stored with the record and returned by a comparison.
     type: dict
     default: {}
+  timeout:
+    description:
+      - Seconds each command the module runs (C(nvidia-smi -L), the package query, C(find) over the venv)
+        may take. A command past it is killed and counts as not observed, naming the command and the limit
+        (a comparison then reports drift; a record fails).
+    type: int
+    default: 60
 attributes:
   check_mode:
     support: full
@@ -118,7 +125,10 @@ import json
 import os
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.gpufleet.cluster.plugins.module_utils.stack_state import UNOBSERVED, drift, normalise_watch, observe
+from ansible_collections.gpufleet.cluster.plugins.module_utils.c_locale import C_LOCALE
+from ansible_collections.gpufleet.cluster.plugins.module_utils.run_tool import run_tool
+from ansible_collections.gpufleet.cluster.plugins.module_utils.stack_state import (
+    UNOBSERVED, CommandTimedOut, drift, normalise_watch, observe)
 
 RECORD_FORMAT = 1
 
@@ -206,12 +216,19 @@ def main():
             "record": {"type": "bool", "default": False},
             "watch": {"type": "dict", "default": {}},
             "installed": {"type": "dict", "default": {}},
+            "timeout": {"type": "int", "default": 60},
         },
         supports_check_mode=True,
     )
+    timeout = module.params["timeout"]
+    if timeout <= 0:
+        module.fail_json(msg="timeout must be a positive number of seconds, got %d" % timeout)
 
     def run_command(argv):
-        return module.run_command(argv, environ_update={"LC_ALL": "C"})
+        rc, out, err, timed_out = run_tool(module, argv, timeout, environ_update=C_LOCALE)
+        if timed_out:
+            raise CommandTimedOut("%s did not answer within %ds (stack_state timeout)" % (" ".join(argv), timeout))
+        return rc, out, err
 
     if module.params["record"]:
         module.exit_json(**write_record(module, run_command))

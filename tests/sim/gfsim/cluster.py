@@ -269,7 +269,7 @@ def build_torch_layer(rootfs: Path, wheels: Path) -> Path:
              f"lowerdir={rootfs},upperdir={staging},workdir={work}", merged])
         try:
             image.nspawn_run(merged, f"python3 -m venv {VENV} && {VENV}/bin/pip install -q --no-index "
-                             f"--find-links /wheels torch==2.13.0 numpy", bind_ro=[(wheels, "/wheels")])
+                             f"--find-links /wheels torch==2.13.0 numpy=={image.NUMPY_VERSION}", bind_ro=[(wheels, "/wheels")])
         finally:
             run(["umount", merged])
         shutil.rmtree(work, ignore_errors=True)
@@ -359,6 +359,7 @@ def inventory_data(state: dict) -> dict:
         "gpufleet_debian_mirror_url": state["mirror_url"],
         "gpufleet_pytorch_wheel_dir": nodelib.WHEELS_MOUNT,
         "gpufleet_pytorch_override": {"version": "2.13.0", "variant": "cpu"},
+        "gpufleet_pytorch_numpy_version": image.NUMPY_VERSION,
         "gpufleet_pci_sysfs_path": "/" + hardware.PCI_TREE,
         # The stand-in dcgmi has captured output for level 1 only (tests/fixtures/diagnostics/SOURCES.md).
         "gpu_diagnostics_level": 1,

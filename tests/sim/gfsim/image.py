@@ -21,6 +21,8 @@ from .util import CACHE_ROOT, DEBIAN_SUITE, log, run
 IMAGE_VERSION = "4"
 ROOTFS = CACHE_ROOT / f"rootfs-v{IMAGE_VERSION}"
 WHEELS = CACHE_ROOT / "wheels"
+# The pytorch role installs numpy at an exact version (gpufleet_pytorch_numpy_version): the one the wheels hold.
+NUMPY_VERSION = "2.4.6"
 LOCK = CACHE_ROOT / ".build.lock"
 
 # Preinstalled: what a booted, SSH-reachable, Ansible-manageable node needs,
@@ -157,7 +159,7 @@ def build_wheels() -> Path:
         run([sys.executable, "-m", "pip", "download", "-q", "--only-binary=:all:",
              "--python-version", "3.11", "--platform", "manylinux_2_28_x86_64",
              "--platform", "manylinux2014_x86_64", "--platform", "manylinux_2_17_x86_64",
-             "--platform", "any", "torch==2.13.0", "numpy", "-d", staging], env=env)
+             "--platform", "any", "torch==2.13.0", f"numpy=={NUMPY_VERSION}", "-d", staging], env=env)
         if not list(staging.glob("torch-2.13.0+cpu-*.whl")):
             raise RuntimeError(f"no torch 2.13.0+cpu wheel was collected in {staging}; "
                                "put it in /opt/wheels or set PIP_FIND_LINKS")

@@ -80,12 +80,11 @@ def test_limit_matching_nothing_breaks_the_run_with_ansibles_message(outside):
     (["run", "preflight", "-i", "inv.yml", "--forks", "0"], "'0' is not a whole number"),
     (["run", "preflight", "-i", "inv.yml", "--progress-every", "60"], "outside 0 < SECONDS <= 15"),
     (["run", "preflight", "-i", "inv.yml", "--no-such-option"], "unrecognized arguments"),
-    ([], "the following arguments are required: command"),
 ])
 def test_command_line_errors_write_a_summary_too(outside, argv, reason_part):
     artifacts = outside / "out"
-    result = run_cli([*argv, "--artifacts", artifacts] if argv else argv, cwd=outside)
-    summary = _assert_broken(result, artifacts if argv else None, "bad command line: ")
+    result = run_cli([*argv, "--artifacts", artifacts], cwd=outside)
+    summary = _assert_broken(result, artifacts, "bad command line: ")
     assert reason_part in summary["reason"]
     assert result.stderr.startswith("usage: gpufleet")
     if "preflight" in argv:
@@ -124,3 +123,22 @@ def test_internal_errors_are_caught_with_a_reason(outside, monkeypatch, capsys):
     summary = json.loads((outside / "out" / "summary.json").read_text())
     assert rc == 2 and summary["reason"].startswith("internal error: ValueError: unexpected state")
     assert "Traceback" not in capsys.readouterr().err
+
+
+def test_no_arguments_prints_help_exits_2_and_writes_nothing(outside):
+    result = run_cli([], cwd=outside)
+    assert result.rc == 2
+    assert result.stderr.startswith("usage: gpufleet") and "run" in result.stderr and "Exit codes" in result.stderr
+    assert list(outside.iterdir()) == []
+
+
+def test_run_help_lists_every_stage_with_a_line_each_in_order(outside):
+    from gpufleet.runner import STAGES
+
+    result = run_cli(["run", "--help"], cwd=outside)
+    assert result.rc == 0
+    lines = result.stdout.splitlines()
+    start = lines.index("stages, in the order site runs them:")
+    listed = [line.split()[0] for line in lines[start + 1:start + 1 + len(STAGES)]]
+    assert listed == ["preflight", "stack", "fabric", "validate", "smoke", "site"] == list(STAGES)
+    assert all(len(line.split()) > 3 for line in lines[start + 1:start + 1 + len(STAGES)])  # each says what it does

@@ -1,5 +1,6 @@
-"""`pip install` gives a gpufleet that runs the collection it carries, from any directory; the
-collection also installs with ansible-galaxy from git; its tests need nothing beside the checkout."""
+"""`pip install` puts the collection where Ansible looks (site-packages/ansible_collections), so Ansible's
+own tools and gpufleet find the same copy from any directory; the collection also installs with
+ansible-galaxy from git; its tests need nothing beside the checkout."""
 
 import json
 import os
@@ -20,10 +21,8 @@ FILTERS = ["homogeneity", "homogeneity_findings", "preflight_report", "preflight
            "bandwidth_pair_figures", "findings_junit"]
 
 
-@pytest.fixture(scope="module")
-def wheel(tmp_path_factory):
-    """A wheel built from a copy of the working tree (the build leaves nothing in the clone)."""
-    work = tmp_path_factory.mktemp("wheel")
+def _copy_of_the_clone(work: Path) -> Path:
+    """The working tree's files (tracked and new, not ignored), so a build leaves nothing in the clone."""
     listed = subprocess.run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"], cwd=REPO,
                             capture_output=True, check=True).stdout.decode().split("\0")
     source = work / "src"
@@ -32,6 +31,14 @@ def wheel(tmp_path_factory):
         if src.is_file() and not src.is_symlink():
             (source / rel).parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(src, source / rel)
+    return source
+
+
+@pytest.fixture(scope="module")
+def wheel(tmp_path_factory):
+    """A wheel built from a copy of the working tree."""
+    work = tmp_path_factory.mktemp("wheel")
+    source = _copy_of_the_clone(work)
     subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation", "-w",
                     str(work / "dist"), str(source)], check=True, capture_output=True)
     return next((work / "dist").glob("gpufleet-*.whl"))
@@ -39,12 +46,15 @@ def wheel(tmp_path_factory):
 
 def test_wheel_carries_the_collection_and_not_the_tests(wheel):
     names = zipfile.ZipFile(wheel).namelist()
-    root = "gpufleet/_collection/ansible_collections/gpufleet/cluster/"
+    root = "ansible_collections/gpufleet/cluster/"
     for needed in ("galaxy.yml", "meta/runtime.yml", "playbooks/preflight.yml", "playbooks/site.yml",
-                   "roles/preflight/tasks/main.yml", "plugins/modules/gpu_info.py", "ansible.cfg", "LICENSE",
-                   "docs/run-summary.schema.json"):
+                   "roles/preflight/tasks/main.yml", "roles/nvidia_driver/meta/argument_specs.yml",
+                   "plugins/modules/gpu_info.py", "ansible.cfg", "LICENSE", "docs/run-summary.schema.json"):
         assert root + needed in names, needed
-    assert not any("/tests/" in n or "__pycache__" in n for n in names)
+    # What galaxy.yml's build_ignore keeps out of the tarball stays out of the wheel's copy too.
+    for left_out in ("tools/", "molecule/", "tests/sim/", "tests/unit/gpufleet/", "gpufleet/", "collections/"):
+        assert not any(n.startswith(root + left_out) for n in names), left_out
+    assert not any("__pycache__" in n or n.startswith("gpufleet/_collection/") for n in names)
     metadata = zipfile.ZipFile(wheel).read(next(n for n in names if n.endswith("METADATA"))).decode()
     assert "Requires-Python: <3.14,>=3.10" in metadata
     assert not re.search(r"Requires-Dist: (pytest|molecule|ansible-lint|torch)\b(?!.*extra)", metadata)
@@ -58,7 +68,7 @@ def test_installed_wheel_runs_a_stage_from_another_directory(wheel, tmp_path):
     elsewhere.mkdir()
     env = clean_env(PYTHONPATH=str(target))
     version = run_cli(["--version"], cwd=elsewhere, env=env)
-    assert version.rc == 0 and f"(package: {target}" in version.stdout
+    assert version.rc == 0 and f"(package: {target / 'ansible_collections' / 'gpufleet' / 'cluster'})" in version.stdout
     artifacts = elsewhere / "out"
     result = run_cli(["run", "preflight", "-i", local_inventory(elsewhere / "inv.yml", hosts=("n1",)),
                       "--artifacts", artifacts], cwd=elsewhere, env=env)
@@ -66,6 +76,40 @@ def test_installed_wheel_runs_a_stage_from_another_directory(wheel, tmp_path):
     assert result.rc == summary["exit_code"] and result.rc in (0, 1), result.stderr  # fails checks without a GPU
     assert summary["stage_names"] == {"Preflight the GPU nodes": "preflight"}
     assert (artifacts / "reports" / "preflight.json").is_file()
+
+
+@pytest.mark.slow
+def test_pip_install_puts_the_collection_where_ansibles_own_tools_find_it(tmp_path):
+    """A fresh venv, `pip install <clone>` (not editable), then Ansible's own commands from elsewhere."""
+    source = _copy_of_the_clone(tmp_path)
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+    install = subprocess.run([str(venv / "bin" / "pip"), "install", "-q", str(source)], capture_output=True, text=True,
+                             check=False, timeout=900)
+    assert install.returncode == 0, install.stderr[-3000:]
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    inventory = local_inventory(elsewhere / "inv.yml", hosts=("n1",))
+    env = {k: v for k, v in clean_env(HOME=str(tmp_path / "home")).items() if k != "PYTHONPATH"}
+    env["PATH"] = f"{venv / 'bin'}{os.pathsep}/usr/bin:/bin"
+    def run(*command):
+        return subprocess.run([str(venv / "bin" / command[0]), *command[1:]], cwd=elsewhere, env=env,
+                              capture_output=True, text=True, check=False, timeout=300)
+
+    for command in (["ansible-doc", "gpufleet.cluster.gpu_info"], ["ansible-doc", "-t", "role",
+                                                                   "gpufleet.cluster.nvidia_driver"]):
+        proc = run(*command)
+        assert proc.returncode == 0 and "gpufleet" in proc.stdout, (command, proc.stdout[-2000:], proc.stderr[-2000:])
+    playbook = run("ansible-playbook", "gpufleet.cluster.preflight", "-i", str(inventory))
+    # Without a GPU here the node fails preflight's checks (rc 2), but the play was found and ran.
+    assert "PLAY RECAP" in playbook.stdout and re.search(r"n1\s+: ok=[1-9]", playbook.stdout), \
+        playbook.stdout[-2000:] + playbook.stderr[-2000:]
+    site_packages = next(venv.glob("lib/python3*/site-packages"))
+    installed = site_packages / "ansible_collections" / "gpufleet" / "cluster"
+    assert installed.is_dir()
+    version = subprocess.run([str(venv / "bin" / "gpufleet"), "--version"], cwd=elsewhere, env=env,
+                             capture_output=True, text=True, check=True).stdout
+    assert f"(package: {installed})" in version  # gpufleet runs that same copy
 
 
 def test_collection_installs_from_git_with_ansible_galaxy(tmp_path):

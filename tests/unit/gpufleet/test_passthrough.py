@@ -1,5 +1,5 @@
 """Options reach ansible-playbook unchanged, progress names the running task, output has no colour
-when it is not a terminal, and the table fits 100 columns."""
+when it is not a terminal, and the table and progress lines fit the terminal's width."""
 
 import json
 import re
@@ -86,7 +86,8 @@ def test_user_and_private_key_reach_the_ssh_connection(outside):
     assert f'IdentityFile="{outside}/keys/id_test"' in ansible_output
 
 
-def test_progress_names_the_running_task_and_its_nodes(outside):
+def test_progress_names_the_running_task_and_its_nodes(outside, monkeypatch):
+    monkeypatch.setenv("COLUMNS", "160")  # wide enough for the whole task name (80 cuts it)
     play = outside / "play.yml"
     play.write_text(SLOW_PLAY)
     out = Out()
@@ -131,26 +132,94 @@ def test_stage_names_come_from_the_playbooks_tags():
     assert names["Prove the cluster trains"] == "smoke"
 
 
-def _site_summary(hosts):
-    plays = ["Preflight the GPU nodes", "Install the planned GPU software stack", "Reboot the nodes that need it, once",
-             "Record the installed stack", "Configure the RDMA fabric and the NCCL environment",
-             "Check GPU node health", "Prove the cluster trains"]
-    tally = {"status": "unreachable", "ok": 1, "changed": 0, "failed": 0, "skipped": 0, "unreachable": 1,
-             "first_failure": "x" * 200}
-    nodes = {h: {"status": "failed", "stages": {p: dict(tally) for p in plays},
-                 "findings": [{"code": "ECC", "severity": "fail", "node": h}] * 12, "versions": {}} for h in hosts}
-    return {"nodes": nodes, "stage_names": short_stage_names(collection.locate().root), "result": "nodes_failed",
-            "exit_code": 1, "reason": "nodes failed: " + ", ".join(hosts)}
+SITE_PLAYS = ["Preflight the GPU nodes", "Install the planned GPU software stack",
+              "Reboot the nodes that need it, once", "Record the installed stack",
+              "Configure the RDMA fabric and the NCCL environment", "Check GPU node health", "Run the GPU diagnostics",
+              "Find slow nodes and links", "Prove the cluster trains"]
+SITE_STAGES = ["preflight", "stack", "reboot", "fabric", "health", "diagnostics", "bandwidth", "smoke"]
 
 
-def test_summary_table_fits_100_columns_for_the_whole_site_run():
-    hosts = [f"gpu-node-with-a-very-long-name-{i:03d}.rack12.example.internal" for i in range(40)]
-    table = summary_table(_site_summary(hosts))
+def _site_run(tmp_path, hosts):
+    """A finished site run in which the smoke job failed: the report blames the last node; the verdict
+    task failed on the first, which ran it once for all."""
+    from gpufleet.runner import EventTracker, PlayTally, StageRun
+    from gpufleet.summary import SMOKE_VERDICT_TASK
+
+    reports = tmp_path / "reports"
+    reports.mkdir(parents=True)
+    (reports / "smoke.json").write_text(json.dumps({
+        "hosts_expected": hosts, "missing_nodes": [hosts[-1]], "backend": "gloo",
+        "nodes": [{"name": h, "status": "ok" if h != hosts[-1] else "rollcall_failed"} for h in hosts],
+        "verdict": {"passed": False, "reasons": [f"{hosts[-1]} did not join the roll call within 300 s"]}}))
+    tracker = EventTracker(out=Out())
+    tracker.plays = list(SITE_PLAYS)
+    tracker.tallies = {play: {h: PlayTally(ok=3, changed=1) for h in hosts} for play in SITE_PLAYS}
+    tracker.tallies[SITE_PLAYS[-1]][hosts[0]] = PlayTally(
+        ok=5, failed=1, first_failure=f"{SMOKE_VERDICT_TASK}: smoke test FAILED", failed_tasks=[SMOKE_VERDICT_TASK])
+    tracker.hosts_seen = tracker.hosts_checked = list(hosts)
+    tracker.finished_playbook = True
+    return StageRun(stage="site", inventory=tmp_path / "inv.yml", artifacts=tmp_path, rc=2, tracker=tracker,
+                    hosts=list(hosts), duration_s=1.0, runner_status="failed",
+                    stage_names=short_stage_names(collection.locate().root))
+
+
+def test_the_summary_fits_80_columns_and_shows_a_smoke_failure_with_its_reason(tmp_path, monkeypatch):
+    from datetime import datetime, timezone
+
+    monkeypatch.setenv("COLUMNS", "80")
+    hosts = [f"gpu-node-with-a-long-name-{i:03d}.rack12.example.internal" for i in range(1, 4)]
+    summary = build_summary(_site_run(tmp_path, hosts), None, datetime.now(timezone.utc))
+    assert summary["failed_nodes"] == [hosts[-1]]
+    table = summary_table(summary)
     lines = table.splitlines()
-    assert max(len(line) for line in lines) <= 100, max(lines, key=len)
-    assert lines[0].split() == ["node", "status", "preflight", "stack", "reboot", "fabric", "health", "smoke",
-                                "findings"]
-    assert "unreach" in lines[2] and "12F 0W" in lines[2]
+    assert max(len(line) for line in lines) <= 80, max(lines, key=len)
+    for stage in SITE_STAGES:  # no stage left out
+        assert stage in table, stage
+    assert "left out" not in table
+    for host in hosts:  # host names whole
+        assert any(host in line for line in lines), host
+    def block(host):  # a node's lines, joined where they wrap
+        start = table.index(host)
+        end = min([table.index(h) for h in hosts if table.index(h) > start] + [table.index("result:")])
+        return " ".join(table[start:end].split())
+
+    assert "smoke FAILED" in block(hosts[-1])
+    assert "smoke: smoke job: rollcall_failed:" in block(hosts[-1]) and "did not join the roll call" in block(hosts[-1])
+    assert "FAILED" not in block(hosts[0]) and "smoke ok" in block(hosts[0])  # it only ran the verdict
+
+
+def test_a_narrow_run_keeps_one_column_per_stage(tmp_path, monkeypatch):
+    from datetime import datetime, timezone
+
+    monkeypatch.setenv("COLUMNS", "200")
+    summary = build_summary(_site_run(tmp_path, ["n1", "n2", "n3"]), None, datetime.now(timezone.utc))
+    lines = summary_table(summary).splitlines()
+    assert lines[0].split() == ["node", "status", *SITE_STAGES, "findings"]
+    row = lines[4].split()
+    assert row[0] == "n3" and row[1] == "failed" and row[SITE_STAGES.index("smoke") + 2] == "FAILED"
+    assert "smoke: smoke job: rollcall_failed: n3 did not join" in lines[5]
+
+
+def test_progress_lines_fit_the_width(monkeypatch):
+    from gpufleet.runner import EventTracker, PlayTally
+
+    monkeypatch.setenv("COLUMNS", "80")
+    out = Out()
+    tracker = EventTracker(out=out)
+    hosts = [f"gpu-node-with-a-long-name-{i:03d}.rack12.example.internal" for i in range(40)]
+    tracker.handle({"event": "playbook_on_play_start",
+                    "event_data": {"play": "Install the planned GPU software stack"}})
+    tracker.handle({"event": "playbook_on_task_start", "event_data": {"task": "Install the NVIDIA driver " * 4}})
+    for host in hosts:
+        tracker.handle({"event": "runner_on_start", "event_data": {"host": host}})
+    beat = tracker.heartbeat_line()
+    assert max(len(line) for line in beat.splitlines()) <= 80, beat
+    assert "still running on 40 nodes" in beat and "gpu-node-with-a-long-name-000.rack12.example.internal" in beat
+    tracker.tallies[tracker.plays[0]][hosts[0]] = PlayTally(failed=1, first_failure="apt failed: " + "E: x " * 200)
+    tracker.finish()
+    printed = out.text.splitlines()
+    assert printed and max(len(line) for line in printed) <= 80, max(printed, key=len)
+    assert any(hosts[0] in line and "failed" in line for line in printed)
 
 
 def test_summary_json_keeps_full_play_names_and_their_short_names(outside):

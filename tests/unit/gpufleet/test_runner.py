@@ -78,7 +78,8 @@ def test_healthy_run_passes_with_a_complete_summary(tmp_path, playbook):
     assert summary["failed_nodes"] == []
     # One progress line per node for the play, with the elapsed time.
     assert sum(1 for line in progress.splitlines() if "Check the nodes" in line) == 3
-    assert all(line.startswith("[") and "s]" in line for line in progress.splitlines())
+    assert all(line.startswith("[") and "s]" in line for line in progress.splitlines()
+               if not line.startswith(("gpufleet: ", "    ")))  # the settings in force come first
     assert Path(summary["artifacts"]["events"]).is_dir()
 
 
@@ -144,6 +145,7 @@ def _smoke_run(tmp_path, smoke_doc):
                         failed_tasks=[SMOKE_VERDICT_TASK])
     tracker.tallies = {"Prove the cluster trains": {"node1": verdict, "node2": PlayTally(ok=5), "node3": PlayTally(ok=5)}}
     tracker.hosts_seen = ["node1", "node2", "node3"]
+    tracker.finished_playbook = True  # Ansible reached its recap
     return StageRun(stage="smoke", inventory=tmp_path / "inv.yml", artifacts=tmp_path, rc=2, tracker=tracker,
                     hosts=["node1", "node2", "node3"], duration_s=1.0, runner_status="failed")
 
@@ -169,3 +171,39 @@ def test_cluster_wide_smoke_failure_leaves_no_node_ready(tmp_path):
     doc = _smoke_doc({"node1": "ok", "node2": "ok", "node3": "ok"})  # e.g. a bandwidth regression
     summary = build_summary(_smoke_run(tmp_path, doc), None, datetime.now(timezone.utc))
     assert summary["failed_nodes"] == ["node1", "node2", "node3"] and summary["ready_nodes"] == []
+
+
+RESCUE_PLAY = """
+- name: Recover on purpose
+  hosts: gpu_nodes
+  gather_facts: false
+  tasks:
+    - name: Try, and recover
+      block:
+        - name: Fail inside the block
+          ansible.builtin.fail:
+            msg: expected, and rescued
+      rescue:
+        - name: Fail in the rescue too, where told to
+          ansible.builtin.assert:
+            that: not (fail_in_rescue | default(false) | bool)
+            fail_msg: the rescue itself failed
+"""
+
+
+def test_a_failure_rescued_inside_a_block_does_not_fail_the_node(tmp_path):
+    play = tmp_path / "play.yml"
+    play.write_text(RESCUE_PLAY)
+    inventory = tmp_path / "inv.yml"
+    hosts = {name: {"ansible_connection": "local", "ansible_python_interpreter": sys.executable}
+             for name in ("n1", "n2")}
+    hosts["n2"]["fail_in_rescue"] = True
+    inventory.write_text(json.dumps({"gpu_nodes": {"hosts": hosts}}))
+    run = run_stage("validate", inventory, tmp_path / "out", out=open(os.devnull, "w"), playbook=play)
+    from datetime import datetime, timezone
+    summary = build_summary(run, None, datetime.now(timezone.utc))
+    assert classify(run) == (EXIT_NODES_FAILED, "nodes failed: n2")
+    assert summary["ready_nodes"] == ["n1"] and summary["failed_nodes"] == ["n2"]
+    rescued = summary["nodes"]["n1"]["stages"]["Recover on purpose"]
+    assert rescued["status"] == "ok" and rescued["failed"] == 0 and rescued["rescued"] == 1
+    assert "the rescue itself failed" in summary["nodes"]["n2"]["reason"]

@@ -75,3 +75,68 @@ def test_scrubbing_rules():
     assert secrets == ["ghp_abcdef123", "p@ss-word-1"]  # "short" is too short to replace blindly; HOME is no secret
     text = "token ghp_abcdef123 pw p@ss-word-1 url https://u:pw-1234@mirror/x home /root hosts gpu_nodes"
     assert scrub_text(text, secrets) == f"token {MASK} pw {MASK} url https://u:{MASK}@mirror/x home /root hosts gpu_nodes"
+
+
+PROXY_PW_WITH_AT = "pr0xy@pw-9c1d"  # a password containing '@', as typed into an unencoded proxy URL
+INDEX_TOKEN = "glpat-index-token-4e7a"  # a token-only URL: https://TOKEN@host/
+
+LEAKY_PLAY = """
+- name: Use mirror credentials carelessly
+  hosts: gpu_nodes
+  gather_facts: false
+  tasks:
+    - name: Print the proxy environment and the index URL (a task that forgot no_log)
+      ansible.builtin.debug:
+        msg: "{{ gpufleet_proxy_env }} {{ gpufleet_pytorch_index_url }}"
+    - name: Write them into a report too
+      delegate_to: localhost
+      ansible.builtin.copy:
+        dest: "{{ lookup('ansible.builtin.env', 'GPUFLEET_REPORT_DIR') }}/{{ inventory_hostname }}.txt"
+        content: "{{ gpufleet_proxy_env.https_proxy }} {{ gpufleet_pytorch_index_url }}\\n"
+        mode: "0644"
+    - name: Fail with the URLs in the message, so they reach the summary's reasons
+      ansible.builtin.fail:
+        msg: "could not reach {{ gpufleet_pytorch_index_url }} through {{ gpufleet_proxy_env.https_proxy }}"
+"""
+
+
+def test_url_userinfo_is_masked_up_to_its_last_at_and_token_only_urls_too():
+    text = (f"proxy http://build:{PROXY_PW_WITH_AT}@proxy.internal:3128/ "
+            f"index https://{INDEX_TOKEN}@pypi.internal/simple 'https://u:p%40ss@x.example/' "
+            "plain https://pypi.org/simple")
+    clean = scrub_text(text, [])
+    assert clean == (f"proxy http://build:{MASK}@proxy.internal:3128/ index https://{MASK}@pypi.internal/simple "
+                     f"'https://u:{MASK}@x.example/' plain https://pypi.org/simple")
+
+
+def test_the_cli_keeps_url_credentials_out_of_every_artifact_and_the_console(outside, monkeypatch, capsys):
+    """The real CLI path (argument parsing, run, summary) with credentials in -e and in the inventory."""
+    import functools
+
+    from gpufleet import cli
+    from gpufleet import runner as runner_mod
+
+    play = outside / "play.yml"
+    play.write_text(LEAKY_PLAY)
+    proxy = f"http://build:{PROXY_PW_WITH_AT}@proxy.internal:3128"
+    inventory = local_inventory(outside / "inv.yml", hosts=("n1",),
+                                gpufleet_proxy_env={"http_proxy": proxy, "https_proxy": proxy})
+    monkeypatch.chdir(outside)
+    monkeypatch.setattr(cli, "run_stage", functools.partial(runner_mod.run_stage, playbook=play))
+    artifacts = outside / "out"
+    index = f"https://{INDEX_TOKEN}@pypi.internal/simple"
+    rc = cli.main(["run", "validate", "-i", str(inventory), "--artifacts", str(artifacts), "-vvv",
+                   "-e", json.dumps({"gpufleet_pytorch_index_url": index})])
+    assert rc == 1  # the play fails n1 on purpose
+    console = capsys.readouterr()
+    files = [p for p in artifacts.rglob("*") if p.is_file()]
+    assert any(p.name == "n1.txt" for p in files) and any("job_events" in p.parts for p in files)
+    leaked_parts = (PROXY_PW_WITH_AT, PROXY_PW_WITH_AT.split("@", 1)[1], INDEX_TOKEN)
+    for path in files:
+        data = path.read_text(errors="replace")
+        for part in leaked_parts:
+            assert part not in data, f"{part} leaked into {path}"
+    for part in leaked_parts:
+        assert part not in console.out + console.err, f"{part} leaked onto the console"
+    reason = json.loads((artifacts / "summary.json").read_text())["nodes"]["n1"]["stages"]
+    assert "proxy.internal" in json.dumps(reason)  # the rest of the URL stays readable

@@ -56,9 +56,11 @@ COVERED_BY = {
     ("nccl", "Release the version lock when the plan moved NCCL"): "/etc/dnf/plugins/versionlock.list",
     ("nccl", "Lock each NCCL package"): "/etc/dnf/plugins/versionlock.list",
     ("nccl", "python3-dnf-plugin-versionlock"): "python3-dnf-plugin-versionlock",
+    ("nccl", "{{ __nccl_hold_record | dirname }}"): "__nccl_hold_record",
     ("pytorch", "Create the virtual environment"): "{{ pytorch_venv }}",
     ("pytorch", "Install torch at the planned versions"): "{{ pytorch_venv }}",
     ("pytorch", "{{ pytorch_venv }}/{{ __pytorch_verified_file }}"): "{{ pytorch_venv }}",
+    ("pytorch", "{{ __pytorch_lock_dest }}"): "{{ pytorch_venv }}",
 }
 
 

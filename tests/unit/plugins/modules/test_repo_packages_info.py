@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
-from ansible.module_utils import basic
 from ansible.module_utils.testing import patch_module_args
 
 from ansible_collections.gpufleet.cluster.plugins.modules import repo_packages_info
@@ -18,15 +18,14 @@ def run(monkeypatch, capsys, args, answers, tools=("apt-cache",)):
     """answers: list of (argv prefix, (rc, stdout, stderr)); the first prefix that matches answers."""
     calls = []
 
-    def fake_run_command(self, argv, *a, **kw):
-        argv = argv[2:] if argv[0] == "timeout" else argv
+    def fake_run_tool(module, argv, timeout_s, environ_update=None):
         calls.append(argv)
         for prefix, reply in answers:
             if argv[:len(prefix)] == prefix:
-                return reply
+                return (*reply, False)
         raise AssertionError(f"unexpected command {argv}")
 
-    monkeypatch.setattr(basic.AnsibleModule, "run_command", fake_run_command)
+    monkeypatch.setattr(repo_packages_info, "run_tool", fake_run_tool)
     monkeypatch.setattr(repo_packages_info.shutil, "which",
                         lambda name: f"/usr/bin/{name}" if name in tools else None)
     with patch_module_args(args):
@@ -64,3 +63,17 @@ def test_no_package_manager_is_a_clear_failure(monkeypatch, capsys):
     result, calls = run(monkeypatch, capsys, {"packages": [{"name": "x"}]}, [], tools=())
     assert not calls
     assert result["failed"] and "neither apt-cache nor dnf" in result["msg"]
+
+
+def test_a_hung_apt_cache_is_killed_at_the_deadline_and_named(monkeypatch, capsys, tmp_path):
+    """The real deadline, with a stand-in apt-cache that never answers (no coreutils timeout needed)."""
+    hung = tmp_path / "apt-cache"
+    hung.write_text("#!/bin/sh\nexec sleep 300\n")
+    hung.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{tmp_path}:{os.environ['PATH']}")
+    with patch_module_args({"packages": [{"name": "libnccl2"}], "manager": "apt", "timeout": 1}):
+        with pytest.raises(SystemExit):
+            repo_packages_info.main()
+    result = json.loads(capsys.readouterr().out)
+    assert result["failed"] is True
+    assert result["msg"] == "apt-cache policy libnccl2 did not answer within 1s (repo_packages_info timeout)"

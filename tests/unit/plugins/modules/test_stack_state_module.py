@@ -83,3 +83,29 @@ def test_nothing_is_recorded_in_check_mode_or_from_what_could_not_be_observed(ca
     assert failed["msg"] == ("cannot record the converged state: could not observe service nvidia-persistenced "
                              "(unobserved: no systemctl)")
     assert not node["record"].exists()
+
+
+def stand_in(path, script: str):
+    path.write_text("#!/bin/sh\n" + script)
+    path.chmod(0o755)
+    return path
+
+
+def test_a_command_past_its_deadline_is_not_observed_and_names_the_command_and_the_limit(capsys, node, tmp_path):
+    """A hung nvidia-smi must not hold the play: the command is killed at the module's timeout."""
+    wedged = tmp_path / "wedged"
+    smi = stand_in(tmp_path / "nvidia-smi", f'[ -e "{wedged}" ] && exec sleep 300\necho "GPU 0: H100"\n')
+    watch = {**node["watch"], "commands": [[str(smi), "-L"]]}
+    recorded = call(capsys, path=str(node["record"]), key=KEY, record=True, watch=watch, timeout=2)
+    assert recorded["changed"] is True, recorded
+
+    wedged.write_text("")
+    compared = call(capsys, path=str(node["record"]), key=KEY, timeout=2)
+    assert compared["converged"] is False
+    assert compared["drift"] == [f"command {smi} -L: recorded rc 0: GPU 0: H100, now unobserved: "
+                                 f"{smi} -L did not answer within 2s (stack_state timeout)"]
+
+    refused = call(capsys, path=str(node["record"]), key=KEY, record=True, watch=watch, timeout=2)
+    assert refused["failed"] is True
+    assert refused["msg"] == (f"cannot record the converged state: could not observe command {smi} -L "
+                              f"(unobserved: {smi} -L did not answer within 2s (stack_state timeout))")

@@ -1,0 +1,32 @@
+# -*- coding: utf-8 -*-
+# Copyright: gpufleet engineers
+# Apache-2.0 (see galaxy.yml)
+"""What gpufleet prints fits the terminal: COLUMNS when set, the terminal's width, else 80."""
+
+from __future__ import annotations
+
+import shutil
+
+DEFAULT_WIDTH = 80
+MIN_WIDTH = 40  # below this nothing is readable; lines are laid out for 40 and the terminal wraps them
+
+
+def width() -> int:
+    return max(MIN_WIDTH, shutil.get_terminal_size((DEFAULT_WIDTH, 24)).columns)
+
+
+def clip(text: str, limit: int) -> str:
+    """`text` cut to `limit` characters, the cut marked with '...'."""
+    return text if len(text) <= limit else text[: max(0, limit - 3)] + "..."
+
+
+def names(items: list[str], limit: int) -> str:
+    """A comma-separated list that fits `limit` characters: as many names as fit, whole, then 'and N more'."""
+    shown: list[str] = []
+    for i, item in enumerate(items):
+        rest = len(items) - i - 1
+        candidate = ", ".join(shown + [item]) + (f" and {rest} more" if rest else "")
+        if len(candidate) > limit and shown:
+            return ", ".join(shown) + f" and {len(items) - len(shown)} more"
+        shown.append(item)
+    return ", ".join(shown)
