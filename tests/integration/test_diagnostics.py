@@ -53,7 +53,9 @@ def test_validate_names_the_diag_failure_and_the_slow_node(cluster, tmp_path):
     assert diag["status"] == "pass" and diag["dcgm"]["level"] == 1 and diag["dcgm"]["tests_run"] == ["software"]
     bandwidth = json.loads((reports / "bandwidth.json").read_text())
     # node2 left the run at the diagnostics play, so the ring is node1 -> node3 -> node4 -> node1.
-    assert bandwidth["transport"] == "tcp-socket" and bandwidth["nodes"] == ["node1", "node3", "node4"]
+    # No RDMA on these nodes: the labelled TCP fallback, iperf3 on the interface NCCL would use.
+    assert (bandwidth["network"], bandwidth["tool"]) == ("tcp", "iperf3"), bandwidth["why"]
+    assert bandwidth["nodes"] == ["node1", "node3", "node4"]
     assert bandwidth["verdict"]["slow_nodes"] == ["node3"]
     # node3's shaped egress slows its sends (and, in the concurrent ring, maybe the ACKs of what it receives).
     slow = [(link["src"], link["dst"]) for link in bandwidth["verdict"]["slow_ring_links"]]
