@@ -604,7 +604,7 @@ def _check_smoke_forks(plan: _Plan, env: dict, effective: list, out: TextIO) -> 
         return
     launcher = plan.extra.get("smoke_test_launcher") or _inventory_launcher(plan, env, hosts[0])
     if launcher is None:
-        print(f"gpufleet: forks not checked before the run (the inventory's smoke_test_launcher could not be read); "
+        print("gpufleet: forks not checked before the run (the inventory's smoke_test_launcher could not be read); "
               "the smoke role checks them when the job starts", file=out, flush=True)
     elif launcher == "torchrun":
         raise RunBroken(problem)
@@ -703,8 +703,9 @@ def _run_claimed(plan: _Plan, claimed: artifacts_mod.ArtifactsDir, out: TextIO, 
     envvars, effective = _environment(plan, claimed, baseline_dir)
     width = console.width()
     for line in settings.describe(effective):
-        print("\n".join(textwrap.wrap(f"gpufleet: {line}", width, subsequent_indent="    ", break_on_hyphens=False,
-                                     break_long_words=False)), file=out, flush=True)
+        wrapped = textwrap.wrap(f"gpufleet: {line}", width, subsequent_indent="    ", break_on_hyphens=False,
+                                break_long_words=False)
+        print("\n".join(wrapped), file=out, flush=True)
     hosts = target_hosts(plan.inventory, plan.options.limit, {**os.environ, **envvars}, plan.cwd)
     _check_smoke_forks(plan, {**os.environ, **envvars}, effective, out)
     masked = list(secrets or []) + secret_values(extra_vars=_plain(plan.extra))
@@ -730,8 +731,8 @@ def _run_claimed(plan: _Plan, claimed: artifacts_mod.ArtifactsDir, out: TextIO, 
 def classify(run: StageRun) -> tuple[int, str]:
     """Maps a finished run to (exit code, one-line reason)."""
     if run.cancelled:
-        how = {"SIGINT": "interrupted", "SIGTERM": "terminated", "SIGKILL": "killed"}.get(run.stopped_by or "",
-                                                                                        "already gone")
+        how = {"SIGINT": "interrupted", "SIGTERM": "terminated",
+               "SIGKILL": "killed"}.get(run.stopped_by or "", "already gone")
         return EXIT_RUN_BROKEN, (f"cancelled by {run.cancelled}: ansible-playbook and the processes it started were "
                                  f"{how}; the nodes it had not finished are not_run")
     failed = failed_hosts(run)

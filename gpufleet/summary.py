@@ -152,8 +152,8 @@ def _apply_smoke_blame(host: str, stages: dict, blame: SmokeBlame) -> None:
         stage["first_failure"] = None
     elif host in blame.blamed and stage["status"] not in ("failed", "unreachable"):
         stage["status"] = "failed"
-        stage["first_failure"] = one_line(f"smoke job: {blame.statuses.get(host) or 'failed'}"
-                                           + (f": {blame.reason}" if blame.reason else ""))
+        why = f"smoke job: {blame.statuses.get(host) or 'failed'}" + (f": {blame.reason}" if blame.reason else "")
+        stage["first_failure"] = one_line(why)
 
 
 def per_host_unreachable(run: StageRun, host: str) -> bool:

@@ -8,6 +8,10 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
+# Ansible's and molecule's own state (tmp, ssh control sockets, molecule's copy of the collection) stays
+# in the clone, never under the user's home, however pytest was started (tools/test.sh sets the same).
+os.environ.setdefault("ANSIBLE_HOME", str(REPO / ".ansible"))
+
 # `ansible_collections.gpufleet.cluster.*` resolves through the committed self-link.
 # tests/ too: every test file imports `from fixtures_path import FIXTURES` without a path preamble of its own.
 for path in (REPO / "collections", REPO, REPO / "tests"):
@@ -26,6 +30,14 @@ _AnsibleCollectionFinder(paths=[str(REPO / "collections")], scan_sys_paths=False
 # Ansible refuses a non-blocking stdin ("requires blocking IO"); no test reads stdin, so every
 # child gets /dev/null whatever the shell that started pytest handed over.
 os.dup2(os.open(os.devnull, os.O_RDONLY), 0)
+
+
+from tiers import fleet_scheduler  # noqa: E402  (tests/ is on sys.path from here on)
+
+if fleet_scheduler is not None:
+    def pytest_xdist_make_scheduler(config, log):
+        """Under xdist every fleet test goes to one worker (tiers.fleet_scheduler)."""
+        return fleet_scheduler(config, log)
 
 
 def pytest_collection_modifyitems(config, items):

@@ -21,7 +21,12 @@ export PATH="$repo/.venv/bin:$PATH" ANSIBLE_CONFIG="$repo/ansible.cfg"
 
 name=demo
 inventory=.sim/$name/inventory.yml
-artifacts=reports/demo
+# A fresh artifacts directory for every run: gpufleet run refuses a directory it did not make (an older
+# gpufleet's reports/demo has no marker file), and two runs' reports never mix. Older runs' stay.
+mkdir -p reports
+artifacts=$(mktemp -d "reports/demo-$(date -u +%Y%m%dT%H%M%SZ)-XXXXXX")
+chmod 755 "$artifacts"
+echo "demo: this run's artifacts go to $repo/$artifacts" >&2
 python tests/sim/simcluster.py up --name "$name" --subnet 10.200.1.0/24 --nodes 3 --profile hgx-h100 \
   --inventory "$inventory"
 
@@ -31,7 +36,7 @@ rc=$?
 set -e
 
 echo
-echo "Reports:  $artifacts/summary.json and $artifacts/reports/ (preflight.md, plan.json, health.json, smoke.md, smoke_busbw.svg)"
+echo "Reports:  $repo/$artifacts/summary.json and $artifacts/reports/ (preflight.md, plan.json, health.json, smoke.md, smoke_busbw.svg)"
 echo "Explore:  ansible-playbook playbooks/validate.yml -i $inventory --tags health"
 echo "          ansible gpu_nodes -i $inventory -m ansible.builtin.command -a 'nvidia-smi -L'"
 echo "          python tests/sim/simcluster.py fault --name $name node2 ecc-uncorrectable   # then re-run the health checks"

@@ -8,6 +8,18 @@ repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$repo"
 [ -x .venv/bin/molecule ] || bash tools/setup.sh --test
 export PATH="$repo/.venv/bin:$PATH"
+# molecule's runtime installs a copy of the collection under $ANSIBLE_HOME/collections: in the clone,
+# never in the user's ~/.ansible, where every later ansible-doc or ansible-playbook would find that stale copy.
+export ANSIBLE_HOME="${ANSIBLE_HOME:-$repo/.ansible}"
 # No colour codes in CI logs; the idempotence step reads the recap either way.
 export NO_COLOR="${NO_COLOR:-1}" ANSIBLE_FORCE_COLOR="${ANSIBLE_FORCE_COLOR:-0}"
+# One simulator job at a time on this host (tests/sim/gfsim/util.py, SIM_LOCK): molecule waits for a
+# running test session, and the simcluster.py it runs knows its parent holds the lock.
+lock=${GPUFLEET_SIM_LOCK:-/run/lock/gpufleet-sim.lock}
+case "${1:-}" in list|--help|-h|--version) exec molecule "$@" ;; esac
+if [ -z "${GPUFLEET_SIM_LOCK_HELD:-}" ] && [ "$(id -u)" = 0 ]; then
+  mkdir -p "$(dirname "$lock")"
+  export GPUFLEET_SIM_LOCK_HELD="molecule $$"
+  exec flock "$lock" molecule "$@"
+fi
 exec molecule "$@"

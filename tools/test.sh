@@ -1,29 +1,62 @@
 #!/usr/bin/env bash
-# The test command: sets up what is missing, then runs the static checks and the whole pytest suite
-# (unit tests, module tests through Ansible, and -- as root -- the simulated-cluster tests).
-# Extra arguments go to pytest, e.g. `tools/test.sh -m "not sim"`.
+# The test command. Sets up what is missing, runs the static checks, then one tier of pytest:
+#
+#   tools/test.sh            the fast tier (CI, the README's command): unit tests, module tests through
+#                            Ansible, and -- as root -- one shared simulated cluster converged once through
+#                            `gpufleet run site`, then idempotence, verify, check mode and injected faults on it
+#   tools/test.sh --full     the full tier (tests/full): every molecule scenario, the OS matrix, driver
+#                            upgrades and flavour switches, hardware variants, the simulator's own sanity.
+#                            When it passes whole, it records the hash of its inputs in
+#                            tests/full-tier-passed.json (commit it): .ci/run runs the full tier itself
+#                            whenever that record does not match the tree.
+#
+# Extra arguments go to pytest, e.g. `tools/test.sh -m "not sim"` or `tools/test.sh --full -k debian`
+# (a partial full run records nothing). docs/testing.md says which tier covers which behaviour.
 set -euo pipefail
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$repo"
+tier=fast
+if [ "${1:-}" = "--full" ]; then tier=full; shift; fi
 bash tools/setup.sh --test
-export PATH="$repo/.venv/bin:$PATH" ANSIBLE_CONFIG="$repo/ansible.cfg"
+# Ansible's and molecule's own state (tmp, ssh control sockets, molecule's copy of the collection)
+# stays in the clone, never under the user's home.
+export PATH="$repo/.venv/bin:$PATH" ANSIBLE_CONFIG="$repo/ansible.cfg" ANSIBLE_HOME="${ANSIBLE_HOME:-$repo/.ansible}"
 
-echo "== yamllint"
+t0=$(date +%s)
+stamp() { echo "== $1 (at $(( $(date +%s) - t0 )) s)"; }
+stamp "yamllint"
 yamllint -s .
-echo "== ansible-lint (production profile)"
+stamp "ansible-lint (production profile)"
 ansible-lint -q
-echo "== syntax-check of every playbook"
+stamp "syntax-check of every playbook"
 for pb in site.yml playbooks/*.yml; do
   ansible-playbook --syntax-check -i localhost, "$pb" >/dev/null
   echo "ok  $pb"
 done
-echo "== pytest"
+
+stamp "pytest ($tier tier)"
+started=$(date +%s)
 set +e
-python -m pytest "$@"
+if [ "$tier" = full ]; then
+  python -m pytest tests/full "$@"
+else
+  # Two workers: the fleet's tests all on one, in order (tests/conftest.py FleetOnOneWorker), the unit
+  # tests on both. The fleet spends much of its time waiting on its nodes; the unit tier runs meanwhile.
+  python -m pytest -n "${GPUFLEET_TEST_WORKERS:-2}" "$@"
+fi
 rc=$?
 set -e
+stamp "done, pytest rc $rc"
 if [ "$rc" -eq 5 ]; then
   echo "pytest collected no tests: that is a failure here" >&2
   exit 1
+fi
+if [ "$tier" = full ] && [ "$rc" -eq 0 ]; then
+  if [ "$#" -eq 0 ] && [ "$(id -u)" = 0 ]; then
+    python tests/tiers.py record-full "$(( $(date +%s) - started ))" >/dev/null
+    echo "full tier passed in $(( $(date +%s) - started )) s: recorded in tests/full-tier-passed.json (commit it)"
+  else
+    echo "full tier: a partial run (pytest arguments given, or not root) records nothing"
+  fi
 fi
 exit "$rc"

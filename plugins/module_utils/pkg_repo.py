@@ -20,6 +20,8 @@ from __future__ import annotations
 import re
 import time
 
+from ansible_collections.gpufleet.cluster.plugins.module_utils import versions
+
 _APT_VERSION_LINE = re.compile(r"^\s*(\*\*\*\s+)?(\S+)\s+(-?\d+)\s*$")
 _DNF_ROW = re.compile(r"^(\S+)\.(\w+)\s+(\S+)\s+(\S+)\s*$")
 _DNF_SECTIONS = {"Installed Packages": "installed", "Available Packages": "available"}
@@ -36,11 +38,6 @@ def upstream_version(version: str) -> str:
     if re.match(r"^\d+:", text):
         text = text.split(":", 1)[1]
     return text.rsplit("-", 1)[0] if "-" in text else text
-
-
-def version_key(version: str) -> tuple:
-    """A sortable key for dotted numeric versions (``535.54.03`` < ``535.104.05``)."""
-    return tuple(int(part) if part.isdigit() else part for part in re.split(r"[.]", upstream_version(version)))
 
 
 def parse_apt_policy(text: str) -> dict:
@@ -228,12 +225,19 @@ def same_prefix_candidates(name: str, names, limit: int = 12) -> list:
     return []
 
 
-def resolve_request(request: dict, offered: dict, all_names=()) -> dict:
+def _newest(found: list, scheme: str) -> str:
+    """The newest of the repository's versions by the package manager's rules; a module stream has none ("")."""
+    real = [v for v in found if v]
+    return versions.newest(real, scheme) if real else ""
+
+
+def resolve_request(request: dict, offered: dict, all_names=(), *, scheme: str) -> dict:
     """One planned package against what the repository offers.
 
     ``request``: ``{name, version, match}`` with ``match`` one of ``upstream`` (the version's upstream
     part equals ``version``), ``exact`` (the full version string equals it) or ``any``.
-    ``offered``: ``{name: [versions]}``. Returns ``{name, wanted, found, version, offered, candidates, problem}``
+    ``offered``: ``{name: [versions]}``; ``scheme``: ``deb`` (apt) or ``rpm`` (dnf), the rules that pick
+    the newest of several matches. Returns ``{name, wanted, found, version, offered, candidates, problem}``
     where ``version`` is the repository's full version string to install.
     """
     name = request["name"]
@@ -246,28 +250,28 @@ def resolve_request(request: dict, offered: dict, all_names=()) -> dict:
         result["problem"] = (f"{name} is not in the repository; it offers "
                              + (", ".join(result["candidates"]) if result["candidates"] else "no package of that prefix"))
         return result
-    versions = list(offered[name])
-    result["offered"] = versions
+    available = list(offered[name])
+    result["offered"] = available
     if match == "any":
-        hits = versions
+        hits = available
     elif match == "exact":
-        hits = [v for v in versions if v == wanted or re.sub(r"^\d+:", "", v) == wanted]
+        hits = [v for v in available if v == wanted or re.sub(r"^\d+:", "", v) == wanted]
     else:
-        hits = [v for v in versions if upstream_version(v) == wanted]
+        hits = [v for v in available if upstream_version(v) == wanted]
     if not hits:
-        shown = sorted({upstream_version(v) if match == "upstream" else v for v in versions},
-                       key=version_key if match == "upstream" else str, reverse=True)
+        shown = sorted({upstream_version(v) if match == "upstream" else v for v in available if v},
+                       key=versions.sort_key(scheme), reverse=True)
         result["problem"] = (f"{name} {wanted} is not in the repository; it offers {name} "
                              + (", ".join(shown) if shown else "in no version"))
         return result
     result["found"] = True
-    result["version"] = max(hits, key=version_key) if match != "exact" else hits[0]
+    result["version"] = _newest(hits, scheme) if match != "exact" else hits[0]
     return result
 
 
-def check_requests(requests, offered: dict, all_names=()) -> dict:
-    """Every planned package against the repository: ``{ok, packages, missing, message}``."""
-    results = [resolve_request(r, offered, all_names) for r in requests]
+def check_requests(requests, offered: dict, all_names=(), *, scheme: str) -> dict:
+    """Every planned package against the repository (``scheme``: ``deb`` or ``rpm``): ``{ok, packages, missing, message}``."""
+    results = [resolve_request(r, offered, all_names, scheme=scheme) for r in requests]
     missing = [r for r in results if not r["found"]]
     return {"ok": not missing, "packages": results, "missing": missing,
             "resolved": {r["name"]: r["version"] for r in results if r["found"]},

@@ -27,6 +27,7 @@ from __future__ import annotations
 import functools
 import re
 
+from ansible_collections.gpufleet.cluster.plugins.module_utils import versions
 from ansible_collections.gpufleet.cluster.plugins.module_utils.findings import make_finding
 from ansible_collections.gpufleet.cluster.plugins.module_utils.gpu_models import (
     lookup_model,
@@ -148,10 +149,7 @@ def _norm_cc(cc):
 @functools.lru_cache(maxsize=256)
 def _cc_tuple(cc):
     text = normalize_cc(cc)
-    if text is None:
-        return None
-    major, minor = text.split(".")
-    return int(major), int(minor)
+    return None if text is None else versions.dotted_key(text)
 
 
 # --------------------------------------------------------------------------- #

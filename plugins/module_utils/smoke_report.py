@@ -294,7 +294,7 @@ def build_report(cluster, expected, nodes, outputs, backend, hparams=None, confi
                "status": "ok", "rc": None, "timed_out": False, "error": None, "last_stages": {},
                "gpu_model": None, "gpu_count": None, "driver_version": None, "cuda_version": None,
                "torch": None, "inter_node": None, "transports": [], "log_tail": [],
-               "pci_gpu_count": None, "torch_gpus": None, "rdma_gbps": None}
+               "pci_gpu_count": None, "torch_gpus": None, "rdma_gbps": None, "rollcall_s": None}
         if info:
             gpu = info.get("gpu") or {}
             probe = info.get("probe") or {}
@@ -319,6 +319,8 @@ def build_report(cluster, expected, nodes, outputs, backend, hparams=None, confi
         else:
             views[host] = out.get("rollcall")
             views_after[host] = out.get("rollcall_after")
+            # How long the roll call waited, by the job's own clock (a failed one waits the join timeout).
+            row["rollcall_s"] = (out.get("rollcall") or {}).get("elapsed_s")
             row["rc"] = out.get("torchrun_rc")
             row["timed_out"] = bool(out.get("timed_out"))
             row["error"] = out.get("error")

@@ -14,8 +14,10 @@ description:
   - Asks apt (C(apt-cache policy)) or dnf (C(dnf list --showduplicates), C(dnf module list)) what
     the configured repositories offer for each requested package, and whether the requested
     version is among it.
+  - When several repository versions match (packaging revisions of one upstream version), the newest
+    by the package manager's own rules is returned (dpkg's on apt, rpm's with epoch, C(~) and C(^) on dnf).
   - For a missing name it lists the names the repository has with the same prefix; for a missing
-    version, the versions it has. Nothing is installed or changed.
+    version, the versions it has, newest first. Nothing is installed or changed.
   - Run it after the package lists are fresh (C(apt-get update)); it does not refresh them itself.
 options:
   packages:
@@ -113,6 +115,7 @@ import shutil
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.gpufleet.cluster.plugins.module_utils.c_locale import C_LOCALE
 from ansible_collections.gpufleet.cluster.plugins.module_utils import pkg_repo
+from ansible_collections.gpufleet.cluster.plugins.module_utils import versions
 from ansible_collections.gpufleet.cluster.plugins.module_utils.run_tool import run_tool
 
 
@@ -189,7 +192,10 @@ def main():
         module.fail_json(msg="neither apt-cache nor dnf is on this node; the repository cannot be asked")
     ask = ask_apt if manager == "apt" else ask_dnf
     offered, all_names, installed = ask(module, requests, module.params["timeout"])
-    result = pkg_repo.check_requests(requests, offered, all_names)
+    try:
+        result = pkg_repo.check_requests(requests, offered, all_names, scheme="deb" if manager == "apt" else "rpm")
+    except versions.VersionError as exc:
+        module.fail_json(msg=f"{manager} reported a version its own rules cannot read: {exc}")
     module.exit_json(changed=False, manager=manager, installed=installed, **result)
 
 

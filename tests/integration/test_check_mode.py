@@ -1,7 +1,7 @@
-"""Fresh nodes of the simulated cluster: `--check` reports what would change, fails nothing and
-changes nothing; and Ansible reaches them with SSH host-key checking on.
+"""The fleet's fresh node: `--check` reports what would change, fails nothing and changes nothing;
+and Ansible reaches the nodes with SSH host-key checking on.
 
-The nodes have no driver, no CUDA repository and no RDMA stack, so every task that reads what an
+The fresh node has no driver, no CUDA repository and no RDMA stack, so every task that reads what an
 earlier task would have installed meets its absence; none of that may fail a check run.
 playbooks/validate.yml is left out on purpose: on a node without a driver its health verdict is a
 real failure (DRIVER_NOT_LOADED), not a check-mode defect.
@@ -17,9 +17,11 @@ import subprocess
 import pytest
 import yaml
 
-from simharness import REPO_ROOT, cluster, recap
+import fleet as fleet_lib
+from simharness import REPO_ROOT, recap
 
-pytestmark = [pytest.mark.sim, pytest.mark.slow]
+pytestmark = pytest.mark.sim
+FRESH = fleet_lib.FRESH
 
 # What a run could change on a node: packages, holds, configuration, gpufleet's own state.
 SNAPSHOT = ("dpkg-query -W -f='${Package} ${Version} ${db:Status-Abbrev}\\n' | sort; "
@@ -28,35 +30,26 @@ SNAPSHOT = ("dpkg-query -W -f='${Package} ${Version} ${db:Status-Abbrev}\\n' | s
             "-printf '%p %s %m %T@\\n' 2>/dev/null | sort")
 
 
-@pytest.fixture(scope="module")
-def fresh_cluster():
-    with cluster("trustcheck", 2, profile=["hgx-h100"]) as running:
-        yield running
-
-
 @pytest.mark.parametrize("playbook", ["playbooks/preflight.yml", "playbooks/gpu_stack.yml", "playbooks/fabric.yml"])
-def test_check_run_on_fresh_nodes_fails_nothing_and_changes_nothing(fresh_cluster, tmp_path, playbook):
-    c = fresh_cluster
-    before = {n: c.ssh(n, SNAPSHOT).stdout for n in c.nodes}
-    run = c.playbook(playbook, "--check", "-e", json.dumps({"gpufleet_report_dir": str(tmp_path / "reports")}))
+def test_check_run_on_the_fresh_node_fails_nothing_and_changes_nothing(fleet, tmp_path, playbook):
+    before = fleet.sim.ssh(FRESH, SNAPSHOT).stdout
+    run = fleet.playbook(playbook, "--check", "--limit", "molecule_fresh",
+                         "-e", json.dumps({"gpufleet_report_dir": str(tmp_path / "reports")}))
     out = run.stdout + run.stderr
     assert run.returncode == 0, out[-6000:]
     counts = recap(out)
-    assert set(counts) == set(c.nodes), out[-3000:]
-    for node in c.nodes:
-        assert counts[node]["failed"] == 0 and counts[node]["unreachable"] == 0, out[-6000:]
-        # A fresh node has something to install: a check run that reports nothing did not look.
-        if playbook != "playbooks/preflight.yml":  # preflight only reads
-            assert counts[node]["changed"] > 0, out[-6000:]
-    after = {n: c.ssh(n, SNAPSHOT).stdout for n in c.nodes}
-    for node in c.nodes:
-        assert after[node] == before[node], f"{node} changed under --check"
+    assert set(counts) == {FRESH}, out[-3000:]
+    assert counts[FRESH]["failed"] == 0 and counts[FRESH]["unreachable"] == 0, out[-6000:]
+    # A fresh node has something to install: a check run that reports nothing did not look.
+    if playbook != "playbooks/preflight.yml":  # preflight only reads
+        assert counts[FRESH]["changed"] > 0, out[-6000:]
+    assert fleet.sim.ssh(FRESH, SNAPSHOT).stdout == before, f"{FRESH} changed under --check"
     # A check run writes no report that would describe what is not there.
     assert not (tmp_path / "reports" / "stack.json").exists()
 
 
-def test_host_keys_are_checked_against_the_sims_own_known_hosts(fresh_cluster, tmp_path):
-    c = fresh_cluster
+def test_host_keys_are_checked_against_the_sims_own_known_hosts(fleet, tmp_path):
+    c = fleet.sim
     inventory = yaml.safe_load(c.inventory.read_text())
     group = inventory["all"]["children"]["gpu_nodes"]["vars"]
     assert "StrictHostKeyChecking=yes" in group["ansible_ssh_common_args"]

@@ -24,7 +24,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from gfsim import cluster, hardware, manifest  # noqa: E402
+from gfsim import cluster, hardware, manifest, util  # noqa: E402
 
 
 def parse_pairs(values, what: str) -> dict[str, list[str]]:
@@ -56,6 +56,13 @@ def main(argv=None) -> int:
                       help="driver=VERSION[:open|proprietary] (packages from the manifest-built repository), "
                            "driver-run=VERSION[:FLAVOUR] (as NVIDIA's .run installer leaves it), or torch")
     p_up.add_argument("--inventory", action="append", default=[], help="also write the inventory here")
+    p_up.add_argument("--seed", type=Path, help="start each node named in this directory from its saved layer "
+                                                "(written by `save`)")
+
+    p_save = sub.add_parser("save", help="save nodes' layers (what they changed) for `up --seed`")
+    p_save.add_argument("--name", default=cluster.DEFAULT_NAME)
+    p_save.add_argument("--to", type=Path, required=True)
+    p_save.add_argument("nodes", nargs="+")
 
     p_down = sub.add_parser("down", help="remove the cluster and every trace of it")
     p_down.add_argument("--name", default=cluster.DEFAULT_NAME)
@@ -79,6 +86,13 @@ def main(argv=None) -> int:
     p_clear.add_argument("fault", nargs="?", choices=hardware.FAULTS)
 
     args = parser.parse_args(argv)
+    if args.cmd in ("status", "leftovers"):   # read-only: no need to wait for a running job
+        return run_command(args)
+    with util.sim_lock(f"simcluster.py {args.cmd} --name {getattr(args, 'name', '')}"):
+        return run_command(args)
+
+
+def run_command(args) -> int:
     if args.cmd == "up":
         profiles: dict[str, str] = {}
         for value in args.profile:
@@ -96,7 +110,8 @@ def main(argv=None) -> int:
         inventories = [Path(p).resolve() for p in args.inventory]
         try:
             state = cluster.up(args.name, args.subnet, args.nodes, profiles, captures, faults,
-                               args.preinstall, inventories, os_name=args.os)
+                               args.preinstall, inventories, os_name=args.os,
+                               seed=args.seed.resolve() if args.seed else None)
         except BaseException:
             print(f"[simcluster] bring-up failed; removing what was created "
                   f"(python {sys.argv[0]} down --name {args.name})", file=sys.stderr)
@@ -144,6 +159,9 @@ def main(argv=None) -> int:
                 print(f"  {n['node']:8} {n['ip']:15} {n['profile']:22} "
                       f"{'running' if n['running'] else 'stopped'}"
                       + (f" faults={','.join(n['faults'])}" if n["faults"] else ""))
+        return 0
+    if args.cmd == "save":
+        cluster.save_nodes(args.name, args.nodes, args.to.resolve())
         return 0
     if args.cmd == "fault":
         cluster.fault(args.name, args.node, args.fault)

@@ -4,7 +4,8 @@ Without a container runtime (none here) the image itself is not built. What is c
 
 - the definition uses only what ansible-builder's schema 3 knows, and every file it names exists;
 - its Python requirements are pyproject.toml's controller dependencies for the image's Python;
-- it ships the same collection parts as the wheel (setup.py COLLECTION_PARTS);
+- it ships the same collection as the wheel and the tarball (setup.py's collection_files: what
+  galaxy.yml's build_ignore keeps), one entry per top-level part;
 - with ansible-builder at hand (``pip install .[ee]``, or ANSIBLE_BUILDER=/path/to/ansible-builder),
   ``ansible-builder create`` writes the build context; either way the context's galaxy step is replayed
   here: ansible-galaxy installs the collection from it, and a playbook of the installed collection
@@ -64,12 +65,19 @@ def requirement_map(lines, python_version: str) -> dict[str, SpecifierSet]:
 
 
 def collection_parts() -> list[str]:
-    """setup.py's COLLECTION_PARTS: what the wheel bundles as the collection's runtime parts."""
+    """The top-level parts of what the wheel and the tarball hold: setup.py's own collection_files(),
+    run here from setup.py's source (importing setup.py would run setup())."""
     tree = ast.parse((REPO / "setup.py").read_text())
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Assign) and any(getattr(t, "id", None) == "COLLECTION_PARTS" for t in node.targets):
-            return ast.literal_eval(node.value)
-    raise AssertionError("setup.py has no COLLECTION_PARTS")
+    names = ("collection_files", "ALWAYS_IGNORED", "IGNORED_DIR_NAMES")
+    wanted = [node for node in tree.body
+              if isinstance(node, ast.FunctionDef) and node.name in names
+              or isinstance(node, ast.Assign) and getattr(node.targets[0], "id", "") in names]
+    assert len(wanted) == 3, "setup.py has no collection_files() with its ignore lists"
+    namespace: dict = {}
+    exec(compile(ast.Module(body=[*ast.parse("import fnmatch, os\nfrom pathlib import Path\nimport yaml").body,
+                                  *wanted], type_ignores=[]), "setup.py", "exec"), namespace)  # noqa: S102
+    files = namespace["collection_files"](REPO)
+    return sorted({f.parts[0] if len(f.parts) > 1 else str(f) for f in files})
 
 
 def ansible_builder() -> str | None:
@@ -164,7 +172,9 @@ def replay_galaxy_step(build: Path, tmp_path: Path) -> Path:
     for needed in ("MANIFEST.json", "meta/runtime.yml", "roles/smoke_test/files/gpufleet_smoke.py",
                    "plugins/action/smoke_report.py", "playbooks/site.yml", "docs/run-summary.schema.json"):
         assert (installed / needed).is_file(), needed
-    assert not (installed / "tests").exists() and not (installed / "collections").exists()
+    # What build_ignore keeps out stays out (the simulator, the integration tiers), and no self-link loop.
+    assert not (installed / "tests" / "sim").exists() and not (installed / "tests" / "full").exists()
+    assert not (installed / "collections").exists()
     # The installed collection alone resolves its FQCN playbooks (no checkout, no self-link).
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()

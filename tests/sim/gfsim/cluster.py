@@ -94,7 +94,9 @@ def ensure_inotify_instances(new_nodes: int) -> None:
 
 def up(name: str, subnet_cidr: str, count: int, profiles: dict[str, str], captures: dict[str, list[Path]],
        faults: dict[str, list[str]], preinstall: list[str], inventories: list[Path],
-       os_name: str = DEFAULT_OS) -> dict:
+       os_name: str = DEFAULT_OS, seed: Path | None = None) -> dict:
+    """Bring the cluster up. `seed` is a directory of saved node layers (save_nodes): each node named
+    there starts from its saved upper layer (packages, files, identity) instead of a bare tree."""
     if os.geteuid() != 0:
         raise SystemExit("simcluster needs root (namespaces, mounts, systemd-nspawn)")
     try:
@@ -106,7 +108,8 @@ def up(name: str, subnet_cidr: str, count: int, profiles: dict[str, str], captur
     node_names = [f"node{i}" for i in range(1, count + 1)]
     wanted = {"subnet": subnet_cidr, "nodes": node_names, "profiles": profiles,
               "captures": {k: [str(p) for p in v] for k, v in captures.items()},
-              "faults": faults, "preinstall": sorted(preinstall), "os": os_name}
+              "faults": faults, "preinstall": sorted(preinstall), "os": os_name,
+              "seed": str(seed) if seed else None}
     existing = load_state(name)
     if existing and existing.get("request") == wanted and healthy(existing):
         log(f"cluster {name} is already up")
@@ -170,6 +173,9 @@ def up(name: str, subnet_cidr: str, count: int, profiles: dict[str, str], captur
         save_state(state)
         network.create_node_net(name, node_name, index, subnet)
         paths = nodelib.NodePaths(sdir, node_name)
+        if seed is not None and (seed / node_name / "upper").is_dir():
+            # Before the overlay is mounted: an upper layer must not change under a mounted overlay.
+            copy_tree(seed / node_name / "upper", paths.upper)
         nodelib.mount_overlay(paths, lowers)
         nodelib.write_node_files(paths.merged, node=node_name, hosts=hosts, pubkey=pubkey,
                                  mirror_url=state["mirror_url"], keyring=keyring, hw=hw, faults=entry["faults"],
@@ -209,6 +215,24 @@ def up(name: str, subnet_cidr: str, count: int, profiles: dict[str, str], captur
         write_inventory(state, inv)
     log(f"cluster {name}: {count} node(s) ready in {time.monotonic() - started:.1f}s")
     return state
+
+
+def copy_tree(source: Path, dest: Path) -> None:
+    """An overlay layer, whole: owners, modes, xattrs (opaque directories) and whiteouts (0/0 devices)."""
+    dest.mkdir(parents=True, exist_ok=True)
+    run(["cp", "-a", "--reflink=auto", f"{source}/.", str(dest)])
+
+
+def save_nodes(name: str, nodes: list[str], dest: Path) -> None:
+    """Save the named nodes' upper layers (what they changed over the cached tree) into dest/<node>/upper,
+    for `up(seed=dest)`. The nodes are flushed first; the copy is taken while they run, so it holds what
+    was on disk then (a quiet node: call it between runs, not during one)."""
+    state = load_state(name)
+    if not state:
+        raise SystemExit(f"no cluster {name}")
+    for node_name in nodes:
+        ssh(state, node_name, "sync", check=True, timeout=120)
+        copy_tree(nodelib.NodePaths(state_dir(name), node_name).upper, dest / node_name / "upper")
 
 
 def install_driver(state: dict, node_name: str, manifest: manifest_lib.Manifest, version: str, flavour: str) -> None:

@@ -141,6 +141,59 @@ def _configure_tree(root: Path) -> None:
         (root / f"etc/systemd/system/{unit_name}").symlink_to("/dev/null")
 
 
+# A machine's own wheel directory, looked in before any index (besides the ones PIP_FIND_LINKS names).
+LOCAL_WHEELS = Path("/opt/wheels")
+TORCH_VERSION = "2.13.0"
+# The build the nodes run: PyPI's torch 2.13.0 is the CUDA build, so the pin carries the local label.
+TORCH_CPU_PIN = f"torch=={TORCH_VERSION}+cpu"
+TORCH_CPU_INDEX = "https://download.pytorch.org/whl/cpu"
+TORCH_CPU_WHEEL_GLOB = f"torch-{TORCH_VERSION}+cpu-cp311-*.whl"
+# The nodes run Debian 12's python3.11, so wheels are chosen for cp311 on its platforms.
+_PIP_TARGET = ["--only-binary=:all:", "--python-version", "3.11", "--platform", "manylinux_2_28_x86_64",
+               "--platform", "manylinux2014_x86_64", "--platform", "manylinux_2_17_x86_64", "--platform", "any"]
+
+
+def local_wheel_dirs(env: dict, opt_wheels: Path | None = None) -> list[Path]:
+    """The local wheel directories pip is pointed at: /opt/wheels and the local ones in PIP_FIND_LINKS."""
+    opt_wheels = opt_wheels or LOCAL_WHEELS
+    links = [link[len("file://"):] if link.startswith("file://") else link for link in env.get("PIP_FIND_LINKS", "").split()]
+    dirs = [opt_wheels] + [Path(link) for link in links if "://" not in link]
+    return [d for i, d in enumerate(dirs) if d.is_dir() and d not in dirs[:i]]
+
+
+def torch_wheel_plan(staging: Path, env: dict, opt_wheels: Path | None = None) -> tuple[str, list[list[str]], dict]:
+    """Where the torch CPU wheel comes from, and the pip commands that collect it with its dependencies.
+
+    A local wheel directory that holds the CPU build wins; otherwise torch alone comes from PyTorch's
+    CPU wheel index and its dependencies from the configured index (PyPI). Either way the pin names
+    the +cpu build, so a CUDA build can never stand in for it. Returns (source, argvs, env).
+    """
+    pip = [sys.executable, "-m", "pip", "download", "-q", *_PIP_TARGET, "-d", str(staging)]
+    env = dict(env)
+    dirs = local_wheel_dirs(env, opt_wheels)
+    if dirs:  # pip looks in every local directory, /opt/wheels too, besides what PIP_FIND_LINKS already names
+        env["PIP_FIND_LINKS"] = " ".join(dict.fromkeys(env.get("PIP_FIND_LINKS", "").split() + [str(d) for d in dirs]))
+    rest = [TORCH_CPU_PIN, f"numpy=={NUMPY_VERSION}"]
+    holding = [d for d in dirs if list(d.glob(TORCH_CPU_WHEEL_GLOB))]
+    if holding:
+        return f"the local wheel directory {holding[0]}", [pip + rest], env
+    from_index = pip + ["--no-deps", "--index-url", TORCH_CPU_INDEX, TORCH_CPU_PIN]
+    return f"PyTorch's CPU wheel index {TORCH_CPU_INDEX}", [from_index, pip + ["--find-links", str(staging)] + rest], env
+
+
+def not_collected(staging: Path, env: dict, source: str, why: str, opt_wheels: Path | None = None) -> RuntimeError:
+    """The error when the CPU build was not collected: both places looked in, and what would work."""
+    opt_wheels = opt_wheels or LOCAL_WHEELS
+    dirs = (", ".join(str(d) for d in local_wheel_dirs(env, opt_wheels))
+            or f"none ({opt_wheels} is absent, PIP_FIND_LINKS names no local directory)")
+    return RuntimeError(
+        f"no torch {TORCH_VERSION}+cpu wheel (cp311) for the simulated nodes was collected in {staging}: {why}. "
+        f"Looked in the local wheel directories [{dirs}] for {TORCH_CPU_WHEEL_GLOB}, then "
+        + (f"asked PyTorch's CPU wheel index {TORCH_CPU_INDEX}" if source.startswith("PyTorch") else
+           f"took it from {source} (PyTorch's CPU wheel index {TORCH_CPU_INDEX} was not needed)")
+        + f". Put the wheel in {opt_wheels} or a directory named in PIP_FIND_LINKS, or let this machine reach {TORCH_CPU_INDEX}.")
+
+
 def build_wheels() -> Path:
     """torch 2.13.0+cpu (cp311) with every dependency and numpy, as a wheel directory."""
     if (WHEELS / ".gpufleet-complete").exists():
@@ -151,19 +204,16 @@ def build_wheels() -> Path:
         staging = CACHE_ROOT / "wheels.building"
         shutil.rmtree(staging, ignore_errors=True)
         staging.mkdir(parents=True)
-        log("collecting the torch CPU wheel and its dependencies (once)")
-        env = dict(os.environ)
-        if Path("/opt/wheels").is_dir():
-            env.setdefault("PIP_FIND_LINKS", "/opt/wheels")
-        # The nodes run Debian 12's python3.11, so download for cp311 explicitly.
-        run([sys.executable, "-m", "pip", "download", "-q", "--only-binary=:all:",
-             "--python-version", "3.11", "--platform", "manylinux_2_28_x86_64",
-             "--platform", "manylinux2014_x86_64", "--platform", "manylinux_2_17_x86_64",
-             "--platform", "any", "torch==2.13.0", f"numpy=={NUMPY_VERSION}", "-d", staging], env=env)
-        if not list(staging.glob("torch-2.13.0+cpu-*.whl")):
-            raise RuntimeError(f"no torch 2.13.0+cpu wheel was collected in {staging}; "
-                               "put it in /opt/wheels or set PIP_FIND_LINKS")
-        (staging / ".gpufleet-complete").write_text("ok\n")
+        source, commands, env = torch_wheel_plan(staging, dict(os.environ))
+        log(f"collecting the torch CPU wheel from {source}, and its dependencies (once)")
+        try:
+            for argv in commands:
+                run(argv, env=env)
+        except RuntimeError as exc:
+            raise not_collected(staging, env, source, "pip failed: " + " ".join(str(exc).split())[-600:]) from exc
+        if not list(staging.glob(TORCH_CPU_WHEEL_GLOB)):
+            raise not_collected(staging, env, source, "pip finished without it")
+        (staging / ".gpufleet-complete").write_text(f"torch from {source}\n")
         shutil.rmtree(WHEELS, ignore_errors=True)
         os.rename(staging, WHEELS)
     return WHEELS

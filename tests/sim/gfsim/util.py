@@ -23,6 +23,13 @@ DEBIAN_SUITE = "bookworm"
 
 VERBOSE = bool(os.environ.get("GPUFLEET_SIM_VERBOSE"))
 
+# One simulator job at a time on this host: two test runs sharing the two CPUs would judge each
+# other's load, and two bring-ups could race for names and subnets. Host-wide, not per cache.
+SIM_LOCK = Path(os.environ.get("GPUFLEET_SIM_LOCK", "/run/lock/gpufleet-sim.lock"))
+# Set by the holder for its children (simcluster.py under pytest or molecule), which then do not
+# wait for a lock their own parent holds.
+SIM_LOCK_HELD_ENV = "GPUFLEET_SIM_LOCK_HELD"
+
 
 def log(msg: str) -> None:
     print(f"[simcluster] {msg}", file=sys.stderr, flush=True)
@@ -55,6 +62,61 @@ def file_lock(path: Path):
             yield
         finally:
             fcntl.flock(fh, fcntl.LOCK_UN)
+
+
+def _lock_holder(path: Path) -> str:
+    try:
+        return path.read_text().strip() or "unknown"
+    except OSError:
+        return "unknown"
+
+
+def acquire_sim_lock(purpose: str, say_every_s: float = 60.0):
+    """Take the host's simulator lock for the rest of this process (returns the open file, or None
+    when a parent already holds it). Waits, saying who holds it, until it is free."""
+    if os.environ.get(SIM_LOCK_HELD_ENV):
+        return None
+    SIM_LOCK.parent.mkdir(parents=True, exist_ok=True)
+    fh = open(SIM_LOCK, "a+")  # noqa: SIM115 - held open for the lifetime of the job
+    waited_since = time.monotonic()
+    said = None
+    while True:
+        try:
+            fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            break
+        except BlockingIOError:
+            if said is None or time.monotonic() - said >= say_every_s:
+                log(f"waiting for the simulator lock {SIM_LOCK} ({time.monotonic() - waited_since:.0f}s), "
+                    f"held by: {_lock_holder(SIM_LOCK)}")
+                said = time.monotonic()
+            time.sleep(1)
+    fh.seek(0)
+    fh.truncate()
+    fh.write(f"pid {os.getpid()} since {time.strftime('%Y-%m-%dT%H:%M:%S')}: {purpose}\n")
+    fh.flush()
+    os.environ[SIM_LOCK_HELD_ENV] = str(os.getpid())
+    return fh
+
+
+def release_sim_lock(fh) -> None:
+    if fh is None:
+        return
+    os.environ.pop(SIM_LOCK_HELD_ENV, None)
+    with contextlib.suppress(OSError):
+        fh.seek(0)
+        fh.truncate()
+    fcntl.flock(fh, fcntl.LOCK_UN)
+    fh.close()
+
+
+@contextlib.contextmanager
+def sim_lock(purpose: str):
+    """The simulator lock for the duration of a block (a no-op under a parent that holds it)."""
+    fh = acquire_sim_lock(purpose)
+    try:
+        yield
+    finally:
+        release_sim_lock(fh)
 
 
 def write_json(path: Path, data) -> None:

@@ -7,6 +7,7 @@ task, the play and the run wait with it. The test reads the ssh command line Ans
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shlex
@@ -18,11 +19,12 @@ REPO = Path(__file__).resolve().parents[3]
 BIN = Path(sys.executable).parent
 
 
-def ssh_argv(tmp_path: Path) -> list[str]:
+def ssh_argv(tmp_path: Path, extra_vars: dict | None = None) -> list[str]:
     env = {name: value for name, value in os.environ.items() if not name.startswith("ANSIBLE_")}
     env.update(ANSIBLE_CONFIG=str(REPO / "ansible.cfg"), HOME=str(tmp_path), PATH=f"{BIN}:{os.environ['PATH']}")
-    proc = subprocess.run([str(BIN / "ansible"), "all", "-i", "127.0.0.1,", "-e", "ansible_port=1",
-                           "-e", "ansible_user=nobody", "-m", "ansible.builtin.ping", "-vvv"],
+    extra = {"ansible_port": 1, "ansible_user": "nobody", **(extra_vars or {})}
+    proc = subprocess.run([str(BIN / "ansible"), "all", "-i", "127.0.0.1,", "-e", json.dumps(extra),
+                           "-m", "ansible.builtin.ping", "-vvv"],
                           capture_output=True, text=True, cwd=tmp_path, env=env, check=False, timeout=120)
     line = next((line for line in proc.stdout.splitlines() if "SSH: EXEC ssh " in line), None)
     assert line, proc.stdout[-3000:] + proc.stderr[-3000:]

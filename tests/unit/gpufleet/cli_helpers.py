@@ -187,7 +187,7 @@ def private_sshd(work: Path):
     log = work / "sshd.log"
     proc = subprocess.Popen([str(sshd_bin), "-D", "-E", str(log), "-f", str(config)], start_new_session=True)
     try:
-        for _ in range(100):
+        for _attempt in range(100):
             with socket.socket() as sock:
                 if sock.connect_ex(("127.0.0.1", port)) == 0:
                     break

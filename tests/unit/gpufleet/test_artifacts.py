@@ -100,7 +100,7 @@ def test_default_directory_names_never_collide(outside, monkeypatch):
 
     monkeypatch.chdir(outside)
     monkeypatch.setattr(cli, "datetime", Frozen)
-    for _ in range(2):  # two runs started in the same instant
+    for _run in range(2):  # two runs started in the same instant
         assert cli.main(["run", "preflight", "-i", "inv.yml"]) == 2  # no such inventory: run broke
     summaries = sorted((outside / "artifacts").glob("*/summary.json"))
     assert len(summaries) == 2, summaries

@@ -92,6 +92,7 @@ def test_pip_install_puts_the_collection_where_ansibles_own_tools_find_it(tmp_pa
     inventory = local_inventory(elsewhere / "inv.yml", hosts=("n1",))
     env = {k: v for k, v in clean_env(HOME=str(tmp_path / "home")).items() if k != "PYTHONPATH"}
     env["PATH"] = f"{venv / 'bin'}{os.pathsep}/usr/bin:/bin"
+
     def run(*command):
         return subprocess.run([str(venv / "bin" / command[0]), *command[1:]], cwd=elsewhere, env=env,
                               capture_output=True, text=True, check=False, timeout=300)

@@ -70,3 +70,40 @@ def test_demo_reruns_itself_through_sudo_for_a_user(tmp_path):
 def test_demo_without_root_or_sudo_says_why(tmp_path):
     proc, _script = _as_nobody(tmp_path, with_sudo=False)
     assert proc.returncode == 2 and "sudo is not installed" in proc.stderr
+
+
+def _fake_clone(root: Path) -> Path:
+    """A clone whose setup, simulator and gpufleet only record what the demo asks of them."""
+    (root / "tools").mkdir(parents=True)
+    shutil.copy(REPO / "tools" / "demo.sh", root / "tools" / "demo.sh")
+    (root / "tools" / "setup.sh").write_text("exit 0\n")
+    (root / "tests" / "sim").mkdir(parents=True)
+    (root / "tests" / "sim" / "simcluster.py").write_text("")
+    venv_bin = root / ".venv" / "bin"
+    venv_bin.mkdir(parents=True)
+    (venv_bin / "python").symlink_to(shutil.which("python3"))
+    gpufleet = venv_bin / "gpufleet"
+    # What `gpufleet run` needs of the directory: absent, or empty (artifacts.py claims only those).
+    gpufleet.write_text('#!/bin/sh\nwhile [ "$1" != --artifacts ]; do shift; done\n'
+                        '[ ! -e "$2" ] || [ -z "$(ls -A "$2")" ] || { echo "refused: $2" >&2; exit 2; }\n'
+                        'echo "$2" >> "$(dirname "$0")/artifacts.log"\n')
+    gpufleet.chmod(0o755)
+    return root
+
+
+def test_demo_gives_every_run_a_fresh_artifacts_directory_and_says_where(tmp_path):
+    if os.geteuid() != 0:
+        pytest.skip("the demo runs as root (or re-runs itself through sudo)")
+    clone = _fake_clone(tmp_path / "clone")
+    # What an older gpufleet left: reports/demo without the marker file, which gpufleet run refuses.
+    (clone / "reports" / "demo").mkdir(parents=True)
+    (clone / "reports" / "demo" / "summary.json").write_text("{}")
+    runs = [subprocess.run(["bash", str(clone / "tools" / "demo.sh")], capture_output=True, text=True, check=False,
+                           cwd="/", timeout=60) for _run in range(2)]
+    assert [run.returncode for run in runs] == [0, 0], [run.stderr for run in runs]
+    used = (clone / ".venv" / "bin" / "artifacts.log").read_text().split()
+    assert len(set(used)) == 2 and all(path.startswith("reports/demo-") for path in used)
+    for run, path in zip(runs, used):
+        assert f"demo: this run's artifacts go to {clone}/{path}" in run.stderr
+        assert f"Reports:  {clone}/{path}/summary.json" in run.stdout
+    assert (clone / "reports" / "demo" / "summary.json").read_text() == "{}"

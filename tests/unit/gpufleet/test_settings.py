@@ -29,6 +29,8 @@ CONFIG_PLAY = """
 
 def _record(outside, monkeypatch, config_text):
     (outside / "ansible.cfg").write_text(config_text)
+    # The user's ./ansible.cfg only: an ANSIBLE_CONFIG from the test runner (tools/test.sh sets one) would win.
+    monkeypatch.delenv("ANSIBLE_CONFIG", raising=False)
     monkeypatch.chdir(outside)  # Ansible reads ./ansible.cfg, as it would for the user
     play = outside / "play.yml"
     play.write_text(CONFIG_PLAY)

@@ -14,10 +14,12 @@ PING_PLAY = """
       ansible.builtin.ping:
 """
 
+
 def _env(tmp_path):
     # ControlPersist masters would outlive the test; the control path stays out of the user's home.
     return clean_env(PYTHONPATH=str(REPO), ANSIBLE_SSH_CONTROL_PATH_DIR=str(tmp_path / "cp"),
                      ANSIBLE_LOCAL_TEMP=str(tmp_path / "tmp"))
+
 
 def test_the_harness_logs_in_when_the_host_key_is_known(tmp_path, monkeypatch):
     """The control case: with the right key in known_hosts the same inventory logs in."""
@@ -35,6 +37,7 @@ def test_the_harness_logs_in_when_the_host_key_is_known(tmp_path, monkeypatch):
         assert classify(run)[0] == 0, run.tracker.tallies
         assert sshd.accepted_logins()
 
+
 def test_a_changed_host_key_stops_the_run_before_it_logs_in(tmp_path):
     with private_sshd(tmp_path / "sshd") as sshd:
         other_key = tmp_path / "other"
@@ -51,6 +54,7 @@ def test_a_changed_host_key_stops_the_run_before_it_logs_in(tmp_path):
         assert not any("StrictHostKeyChecking=no" in line for line in ssh_argv), ssh_argv[0]
         assert "host_key_checking = True" in result.stdout
         assert result.summary(artifacts)["ready_nodes"] == []
+
 
 def test_an_unknown_host_key_is_not_learned(tmp_path):
     with private_sshd(tmp_path / "sshd") as sshd:

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 from ansible.parsing.dataloader import DataLoader
 from ansible.plugins.loader import init_plugin_loader
-from ansible.template import Templar
+from ansible.template import Templar, trust_as_template
 
 REPO = Path(__file__).resolve().parents[3]
 ROLE = REPO / "roles" / "pytorch"
@@ -110,3 +110,31 @@ def test_a_wheel_directory_is_one_argv_word_even_with_a_space():
                   pytorch_extra_packages=["pyyaml>=6,<7"])
     assert argv[4:] == ["--no-index", "--find-links", "/srv/wheel dir", "torch==2.1.2+cu121",
                         "torchvision==0.16.2+cu121", "numpy==2.4.6", "pyyaml>=6,<7"]
+
+
+def pip_runs(held: dict, **extra) -> bool:
+    """The pip task's own `when`, templated with its own vars over a probe that found `held` ({name: version})."""
+    tasks = LOADER.load_from_file(str(ROLE / "tasks/main.yml"), trusted_as_template=True)
+    task = next(t for t in tasks if t.get("name") == "Install torch at the planned versions")
+    variables = {**role_vars(**extra), **task["vars"],
+                 "__pytorch_held": {"rc": 0, "stdout_lines": [json.dumps({"packages": held})]},
+                 "__pytorch_lock_copy": {"changed": False, "skipped": True}}
+    return Templar(loader=LOADER, variables=variables).template(trust_as_template("{{ (%s) | bool }}" % task["when"]))
+
+
+CONVERGED = {"torch": "2.1.2+cu121", "torchvision": "0.16.2+cu121", "torchaudio": None, "numpy": "1.26.4"}
+
+
+@pytest.mark.parametrize("held, extra, runs", [
+    (CONVERGED, {}, False),
+    ({**CONVERGED, "torch": "2.1.2+cu118"}, {}, True),
+    ({**CONVERGED, "numpy": None}, {}, True),
+    # Pins are PEP 440 versions, as pip reads them: a converged node does not run pip again.
+    (CONVERGED, {"pytorch_numpy_version": "1.26.04"}, False),
+    ({**CONVERGED, "requests": "2.32.3"}, {"pytorch_extra_packages": ["requests[socks]==2.32.3"]}, False),
+    ({**CONVERGED, "PyYAML": "6.0.1"}, {"pytorch_extra_packages": ["PyYAML==6.0.1"]}, False),
+    ({**CONVERGED, "requests": "2.31.0"}, {"pytorch_extra_packages": ["requests[socks]==2.32.3"]}, True),
+    ({**CONVERGED, "pyyaml": None}, {"pytorch_extra_packages": ["pyyaml>=6,<7"]}, True),
+])
+def test_pip_runs_only_when_a_pin_is_not_met(held, extra, runs):
+    assert pip_runs(held, **extra) is runs

@@ -11,7 +11,9 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import subprocess
+import tempfile
 import sys
 from pathlib import Path
 
@@ -61,13 +63,31 @@ def fingerprints(path: Path) -> tuple[list[str], list[str]]:
     return primary, sub
 
 
+def short_scratch(tmp_path: Path) -> Path:
+    """/tmp/ofedXXXX for this test (linked from tmp_path so pytest's clean-up finds it)."""
+    link = tmp_path / "tmp"
+    if not link.exists():
+        link.symlink_to(tempfile.mkdtemp(prefix="ofed", dir="/tmp"))
+    return link.resolve()
+
+
+@pytest.fixture(autouse=True)
+def _remove_short_scratch(tmp_path):
+    yield
+    if (tmp_path / "tmp").is_symlink():
+        shutil.rmtree((tmp_path / "tmp").resolve(), ignore_errors=True)
+
+
 def run_key_tasks(tmp_path: Path, key_file: Path, pin: str, *args: str) -> subprocess.CompletedProcess:
     play = tmp_path / "play.yml"
     play.write_text(PLAY)
     keyring = tmp_path / "keyrings" / "gpufleet-ofed.asc"
     extra = {"rdma_ofed_repo_key_url": f"file://{key_file}", "rdma_ofed_repo_key_fingerprint": pin,
              "__rdma_ofed_keyring": str(keyring), "ansible_python_interpreter": sys.executable}
-    env = dict(os.environ, ANSIBLE_CONFIG=str(REPO / "ansible.cfg"),
+    # The role's scratch directory is made under TMPDIR: this test's own, so runs beside it cannot mix in.
+    # A short path: gpg-agent's socket lives in that directory, and a socket path has at most 107 bytes.
+    scratch = short_scratch(tmp_path)
+    env = dict(os.environ, ANSIBLE_CONFIG=str(REPO / "ansible.cfg"), TMPDIR=str(scratch),
                PATH=f"{Path(sys.executable).parent}:{os.environ['PATH']}")
     return subprocess.run([str(Path(sys.executable).parent / "ansible-playbook"), "-i", "localhost,", "-c", "local",
                            str(play), "-e", json.dumps(extra), *args], capture_output=True, text=True, cwd=REPO,
@@ -92,7 +112,7 @@ def test_the_pinned_key_alone_is_installed(tmp_path, key_file):
     again = run_key_tasks(tmp_path, key_file, pin)
     assert again.returncode == 0 and changed(again.stdout) == 0, again.stdout[-3000:]
     # Nothing of the download or the scratch keyring is left behind.
-    assert not list(Path("/tmp").glob("*gpufleet-ofed-key*"))
+    assert not list(short_scratch(tmp_path).rglob("*gpufleet-ofed-key*"))
 
 
 def test_a_file_with_several_keys_is_refused_even_when_the_pin_is_among_them(tmp_path):

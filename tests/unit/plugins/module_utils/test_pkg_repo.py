@@ -75,7 +75,29 @@ def test_upstream_version_drops_epoch_and_release():
     assert pkg_repo.upstream_version("535.104.05-0ubuntu1") == "535.104.05"
     assert pkg_repo.upstream_version("3:535.104.05-1.el9") == "535.104.05"
     assert pkg_repo.upstream_version("535.104.05") == "535.104.05"
-    assert pkg_repo.version_key("535.54.03") < pkg_repo.version_key("535.104.05")
+
+
+@pytest.mark.parametrize("scheme, offered, request_, newest", [
+    # dpkg: a letter sorts after the end of a digit run (2.19.rc1 is newer), an epoch wins over everything after it.
+    ("deb", ["2.19.3-1", "2.19.rc1-1"], {"name": "pkg", "version": "", "match": "any"}, "2.19.rc1-1"),
+    ("deb", ["2.1-1", "1:2.0~rc1-1", "2.0-1"], {"name": "pkg", "version": "", "match": "any"}, "1:2.0~rc1-1"),
+    # Several packagings of the planned upstream: the newest revision, whatever order the tool listed them in.
+    ("deb", ["535.104.05-0ubuntu1", "535.104.05-1", "535.104.05-0ubuntu1~22.04"],
+     {"name": "pkg", "version": "535.104.05", "match": "upstream"}, "535.104.05-1"),
+    ("rpm", ["535.104.05-1.el9", "535.104.05-2.el9", "535.54.03-9.el9"],
+     {"name": "pkg", "version": "535.104.05", "match": "upstream"}, "535.104.05-2.el9"),
+    ("rpm", ["535.104.05-1.el9", "3:535.104.05-1.el9"], {"name": "pkg", "version": "535.104.05", "match": "upstream"},
+     "3:535.104.05-1.el9"),
+    ("rpm", ["1.0~rc1-1", "1.0-1"], {"name": "pkg", "version": "", "match": "any"}, "1.0-1"),
+])
+def test_the_newest_match_is_picked_by_the_package_managers_rules(scheme, offered, request_, newest):
+    assert pkg_repo.resolve_request(request_, {"pkg": offered}, scheme=scheme)["version"] == newest
+
+
+def test_what_the_repository_offers_instead_is_listed_newest_first_by_dpkgs_rules():
+    result = pkg_repo.resolve_request({"name": "pkg", "version": "2.19.4", "match": "upstream"},
+                                      {"pkg": ["2.19.3~rc1-1", "2.19.3-1", "2.19.rc1-1"]}, scheme="deb")
+    assert result["problem"] == "pkg 2.19.4 is not in the repository; it offers pkg 2.19.rc1, 2.19.3, 2.19.3~rc1"
 
 
 def test_plan_check_finds_versions_and_names_what_the_repository_offers_instead():
@@ -86,14 +108,14 @@ def test_plan_check_finds_versions_and_names_what_the_repository_offers_instead(
     ok = pkg_repo.check_requests([
         {"name": "cuda-drivers-fabricmanager", "version": "535.161.07", "match": "upstream"},
         {"name": "libnccl-dev", "version": "2.28.7-1+cuda12.9", "match": "exact"},
-    ], offered, names)
+    ], offered, names, scheme="deb")
     assert ok["ok"] and ok["resolved"] == {"cuda-drivers-fabricmanager": "535.161.07-1", "libnccl-dev": "2.28.7-1+cuda12.9"}
 
     bad = pkg_repo.check_requests([
         {"name": "cuda-drivers-fabricmanager", "version": "535.104.05", "match": "upstream"},
         {"name": "cuda-drivers-fabricmanager-53", "version": "535.104.05", "match": "upstream"},
         {"name": "libnccl-dev", "version": "2.18.3-1+cuda12.2", "match": "exact"},
-    ], offered, names)
+    ], offered, names, scheme="deb")
     assert not bad["ok"] and len(bad["missing"]) == 3
     assert bad["missing"][0]["problem"] == (
         "cuda-drivers-fabricmanager 535.104.05 is not in the repository; it offers cuda-drivers-fabricmanager "
@@ -106,7 +128,7 @@ def test_dnf_module_streams_are_checked_by_name():
     offered = pkg_repo.dnf_offered({}, pkg_repo.parse_dnf_module_list(capture("dnf-module-list-nvidia-driver-rhel9-preview.txt")))
     result = pkg_repo.check_requests([{"name": "@nvidia-driver:535-open", "version": "", "match": "any"},
                                       {"name": "@nvidia-driver:570-open", "version": "", "match": "any"}],
-                                     offered, list(offered))
+                                     offered, list(offered), scheme="rpm")
     assert [r["found"] for r in result["packages"]] == [True, False]
     assert "@nvidia-driver:535-open" in result["missing"][0]["candidates"]
 

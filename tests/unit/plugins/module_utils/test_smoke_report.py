@@ -104,12 +104,16 @@ def test_cut_node_is_named_from_the_roll_call():
     views = {"node1": _view("node1", ["node2", "node3"], reached=["node2"], heard=["node2"]),
              "node2": _view("node2", ["node1", "node3"], reached=["node1"], heard=["node1"]),
              "node3": _view("node3", ["node1", "node2"], reached=[], heard=[])}
+    for i, view in enumerate(views.values()):
+        view["elapsed_s"] = 20.0 + i / 10
     outs = _outputs(HOSTS, None, rc=None, views=views)
     for o in outs.values():
         o["error"] = "roll call failed"
     report = sr.build_report("simc", HOSTS, _nodes(HOSTS), outs, "gloo")
     _judge(report)
     assert not report["verdict"]["passed"]
+    # How long each node's roll call waited, by the job's own clock, travels into the report.
+    assert [n["rollcall_s"] for n in report["nodes"]] == [20.0, 20.1, 20.2]
     assert [m["node"] for m in report["missing_nodes"]] == ["node3"]
     assert "cut off" in report["missing_nodes"][0]["reason"]
     reasons = " ".join(report["verdict"]["reasons"])

@@ -270,25 +270,27 @@ def _with_byte(path, anchor, byte):
 def test_hung_nvidia_smi_is_a_driver_error_within_the_timeout(tmp_path):
     """A stand-in nvidia-smi that never answers, run through the module's own runner."""
     smi = stand_in(tmp_path, "sleep 300\n")
-    started = time.monotonic()
     proc, result = adhoc("nvidia_smi=%s pci_sysfs_path=%s timeout=2" % (smi, hgx_sysfs(tmp_path)))
-    elapsed = time.monotonic() - started
     assert proc.returncode == 0, proc.stdout + proc.stderr
+    # rc 124 and timed_out come from the module's own deadline: a 300 s sleep waited for would end rc 0.
     assert result["status"] == "driver_error" and result["timed_out"] is True
     assert result["nvidia_smi_rc"] == 124
     assert "did not answer within 2 s" in result["message"] and str(smi) in result["message"]
-    # Ansible's own start-up takes a few seconds here; the 300 s sleep must not be waited for.
-    assert elapsed < 60, elapsed
 
 
 def test_hung_nvidia_smi_child_processes_are_killed_too(tmp_path):
     """The whole process group goes: a sleeping grandchild would otherwise hold the pipes open."""
     from ansible_collections.gpufleet.cluster.plugins.module_utils.run_tool import run_tool
-    script = stand_in(tmp_path, "sleep 300 &\nwait\n")
+    pid_file = tmp_path / "grandchild.pid"
+    script = stand_in(tmp_path, "sleep 300 &\necho $! > %s\nwait\n" % pid_file)
     started = time.monotonic()
     rc, _out, _err, timed_out = run_tool(None, [str(script)], 1)
     assert (rc, timed_out) == (124, True)
-    assert time.monotonic() - started < 10
+    # The grandchild was killed with its group, not left to hold the pipes until its sleep ends.
+    grandchild = int(pid_file.read_text())
+    assert not Path(f"/proc/{grandchild}").exists() or "Z" in Path(f"/proc/{grandchild}/stat").read_text().split()[2]
+    # A bound on a hang, not on speed: waiting for the grandchild's pipes would take its whole 300 s.
+    assert time.monotonic() - started < 150
 
 
 def test_string_timeout_from_extra_vars_is_typed(tmp_path):
@@ -383,11 +385,8 @@ def test_hung_node_is_a_named_driver_error_while_the_other_node_finishes(tmp_pat
         dest: "%s/{{ inventory_hostname }}.json"
         mode: "0644"
 """ % (tmp_path / "no-sysfs", out))
-    started = time.monotonic()
     proc = ansible("ansible-playbook", "-i", str(inventory), str(play))
-    elapsed = time.monotonic() - started
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
-    assert elapsed < 90, elapsed
     hung_result = json.loads((out / "hung.json").read_text())
     good_result = json.loads((out / "good.json").read_text())
     assert hung_result["gpu"]["status"] == "driver_error" and hung_result["gpu"]["timed_out"] is True

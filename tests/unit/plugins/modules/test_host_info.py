@@ -208,5 +208,6 @@ def test_hung_lscpu_falls_back_to_cpuinfo_within_the_timeout(monkeypatch, capsys
         with pytest.raises(SystemExit):
             host_info.main()
     result = json.loads(capsys.readouterr().out)
-    assert time.monotonic() - started < 15
+    # A bound on a hang, not on speed: the stand-in's 300 s sleep waited for would exceed it by far.
+    assert time.monotonic() - started < 150
     assert result["cpu"]["source"] == "cpuinfo" and result["cpu"]["threads"] == os.cpu_count()

@@ -3,7 +3,6 @@
 import json
 import os
 import subprocess
-import time
 from pathlib import Path
 
 import pytest
@@ -235,12 +234,11 @@ def test_hung_ibstat_is_killed_at_the_timeout_and_named(monkeypatch, capsys, tmp
     ibstat = tmp_path / "ibstat"
     ibstat.write_text('#!/bin/sh\ncat "%s"\nsleep 300\n' % head)
     ibstat.chmod(0o755)
-    started = time.monotonic()
     with patch_module_args(dict(no_sysfs, ibstat=str(ibstat), timeout="1")):
         with pytest.raises(SystemExit):
             rdma_info.main()
     result = json.loads(capsys.readouterr().out)
-    assert time.monotonic() - started < 15
+    # rc 124 is the module's own deadline firing; the stand-in's 300 s sleep waited for would end rc 0.
     assert result["ibstat_rc"] == 124
     assert "%s did not answer within 1 s and was killed" % ibstat in result["errors"]
     # The half-printed listing is not taken for the node's ports.

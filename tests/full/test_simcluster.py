@@ -1,4 +1,7 @@
-"""The simulated cluster itself: what the other integration tests rely on."""
+"""The simulated cluster itself, on clusters of its own: Ubuntu identity, the signed manifest-built
+repository, reboots, branch changes, faults in the replayed output, a .run driver, and a clean tear-down
+after a normal and a failed bring-up. (The basics every fast-tier test relies on run there too:
+tests/integration/test_cluster_sanity.py.)"""
 
 from __future__ import annotations
 
@@ -6,7 +9,6 @@ import yaml
 import subprocess
 import sys
 import tempfile
-import uuid
 from pathlib import Path
 
 import pytest
@@ -16,7 +18,6 @@ from simharness import SIM_DIR, SIMCLUSTER, bring_up, cluster, free_subnet, siml
 sys.path.insert(0, str(SIM_DIR))
 from gfsim import manifest as manifest_lib  # noqa: E402
 
-pytestmark = pytest.mark.sim
 UBUNTU = manifest_lib.load_all()["ubuntu2204"]
 UBUNTU_REPO = "/compute/cuda/repos/ubuntu2204/x86_64"
 
@@ -31,45 +32,6 @@ def newest(manifest, name: str) -> str:
 def leftovers(name: str) -> list[str]:
     """Everything of cluster `name` that the host still shows (shared with molecule's destroy)."""
     return simlib.leftovers(name)
-
-
-# --- the shared session cluster ----------------------------------------------------------
-
-def test_ping_answers_from_three_distinct_hostnames(sim_cluster):
-    ping = sim_cluster.ansible("all", "-m", "ansible.builtin.ping")
-    assert ping.returncode == 0, ping.stdout + ping.stderr
-    assert ping.stdout.count("SUCCESS") == 3
-    names = sim_cluster.ansible("all", "-m", "ansible.builtin.command", "-a", "hostname", "-o")
-    assert names.returncode == 0, names.stdout + names.stderr
-    reported = {line.split(" | ")[0]: line.rsplit(" ", 1)[1] for line in names.stdout.splitlines() if " | " in line}
-    assert reported == {"node1": "node1", "node2": "node2", "node3": "node3"}
-
-
-def test_node_facts_are_complete_and_systemd_runs(sim_cluster):
-    out = sim_cluster.ssh("node2", "systemctl is-system-running; ip route show default; getent hosts node3")
-    lines = out.stdout.splitlines()
-    assert lines[0] in ("running", "degraded"), out.stdout
-    assert lines[1].startswith("default via 10.200.0.254"), out.stdout
-    assert lines[2].split() == [sim_cluster.ip("node3"), "node3"]
-
-
-def test_a_file_written_on_one_node_is_absent_elsewhere(sim_cluster):
-    marker = f"/root/isolation-{uuid.uuid4().hex}"
-    try:
-        assert sim_cluster.ssh("node1", f"echo node1 > {marker}").returncode == 0
-        assert sim_cluster.ssh("node1", f"cat {marker}").stdout.strip() == "node1"
-        for node in ("node2", "node3"):
-            assert sim_cluster.ssh(node, f"test -e {marker}").returncode == 1
-        assert not Path(marker).exists()
-    finally:
-        sim_cluster.ssh("node1", f"rm -f {marker}")
-
-
-def test_session_cluster_has_no_driver_but_a_pci_tree(sim_cluster):
-    out = sim_cluster.ssh("node1", "command -v nvidia-smi; ls /opt/gpufleet-sim/sys/bus/pci/devices | wc -l;"
-                                   " cat /opt/gpufleet-sim/sys/bus/pci/devices/0000:53:00.0/device")
-    lines = out.stdout.split()
-    assert lines == ["12", "0x2330"], out.stdout   # 8 H100 + 4 NVSwitch, and no nvidia-smi
 
 
 # --- a cluster of our own: Ubuntu 22.04 nodes with a packaged R535 driver -----------------
@@ -140,17 +102,7 @@ def test_ecc_pending_becomes_current_after_a_reboot(driver_cluster):
     assert driver_cluster.ssh("node1", query).stdout.strip() == "Enabled, Disabled"
     boot_id = driver_cluster.ssh("node1", "cat /proc/sys/kernel/random/boot_id").stdout
     driver_cluster.ssh("node1", "(sleep 1; systemctl reboot) >/dev/null 2>&1 &")
-    simlib.nodelib.wait_ssh(Path(driver_cluster.state["ssh_key"]), driver_cluster.ip("node1"), 5,
-                            simlib.known_hosts_path(driver_cluster.state))  # may still be up
-    import time
-    deadline = time.monotonic() + 90
-    while time.monotonic() < deadline:
-        now = driver_cluster.ssh("node1", "cat /proc/sys/kernel/random/boot_id", timeout=15)
-        if now.returncode == 0 and now.stdout and now.stdout != boot_id:
-            break
-        time.sleep(0.5)
-    else:
-        pytest.fail("node1 did not come back from its reboot")
+    driver_cluster.wait_rebooted("node1", boot_id)
     assert driver_cluster.ssh("node1", query).stdout.strip() == "Disabled, Disabled"
     # Same file system after the reboot: the toolkit or at least the driver is still there.
     assert driver_cluster.ssh("node1", "dpkg-query -W -f='${Version}' nvidia-driver-535").stdout == "535.183.01-0ubuntu1"

@@ -12,12 +12,13 @@ import re
 import shutil
 import subprocess
 import sys
+import time
 from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
+REPO_ROOT = Path(__file__).resolve().parents[1]
 SIM_DIR = REPO_ROOT / "tests" / "sim"
 SIMCLUSTER = SIM_DIR / "simcluster.py"
 VENV_BIN = Path(sys.executable).parent
@@ -25,6 +26,17 @@ sys.path.insert(0, str(SIM_DIR))
 
 from gfsim import cluster as simlib  # noqa: E402
 from gfsim import network as simnet  # noqa: E402
+from gfsim import util as simutil  # noqa: E402
+
+_SIM_LOCK = None
+
+
+def hold_sim_lock() -> None:
+    """Take the host's simulator lock for the rest of this test session (once): no other test run,
+    molecule or demo bring-up shares the simulator, or the CPUs the verdicts are judged on, with it."""
+    global _SIM_LOCK  # pylint: disable=global-statement
+    if _SIM_LOCK is None and not os.environ.get(simutil.SIM_LOCK_HELD_ENV):
+        _SIM_LOCK = simutil.acquire_sim_lock(f"pytest {' '.join(sys.argv[1:])[:200]}")
 
 
 def sim_skip_reason() -> str | None:
@@ -59,6 +71,22 @@ class SimCluster:
     def ssh(self, node: str, cmd: str, timeout: int = 600) -> subprocess.CompletedProcess:
         return simlib.ssh(self.state, node, cmd, timeout=timeout)
 
+    def wait_rebooted(self, node: str, boot_id_before: str, limit_s: float = 300) -> None:
+        """Until the node answers with another boot id and its systemd is up. The limit only bounds a
+        hang; nothing is judged on how long it took."""
+        deadline = time.monotonic() + limit_s
+        while time.monotonic() < deadline:
+            try:
+                now = self.ssh(node, "cat /proc/sys/kernel/random/boot_id; systemctl is-system-running --wait",
+                               timeout=60)
+            except subprocess.TimeoutExpired:
+                continue
+            lines = now.stdout.split()
+            if lines and lines[0] != boot_id_before.strip() and lines[-1] in ("running", "degraded"):
+                return
+            time.sleep(0.5)
+        raise AssertionError(f"{node} did not come back from its reboot within {limit_s:.0f}s")
+
     def ip(self, node: str) -> str:
         return self.state["nodes"][node]["ip"]
 
@@ -80,8 +108,13 @@ class SimCluster:
 
 
 def bring_up(name: str, subnet: str, nodes: int, *, profile=(), preinstall=(), faults=(), captures=(),
-             os: str | None = None) -> SimCluster:
+             os: str | None = None, seed: Path | None = None, inventory: Path | None = None) -> SimCluster:
+    hold_sim_lock()
     args = ["up", "--name", name, "--subnet", subnet, "--nodes", str(nodes)]
+    if seed:
+        args += ["--seed", str(seed)]
+    if inventory:
+        args += ["--inventory", str(inventory)]
     if os:
         args += ["--os", os]
     for p in profile:

@@ -1,0 +1,75 @@
+"""The fleet's first converge, `gpufleet run site` on three bare HGX H100 nodes, judged by what it left:
+the exit code and the pipeline summary, stack.json, the reports of every stage, and the smoke verdict.
+
+These tests judge the converge itself, so on a cached converged image (same inputs) they are skipped,
+and an image is kept only when they all passed (tests/integration/fleet.py).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import jsonschema
+import pytest
+
+import fleet as fleet_lib
+
+pytestmark = [pytest.mark.sim, pytest.mark.converge_judge]
+
+REPO = Path(__file__).resolve().parents[2]
+SCHEMA = json.loads((REPO / "docs" / "run-summary.schema.json").read_text())
+SITE_STAGES = {"Preflight the GPU nodes", "Install the planned GPU software stack",
+               "Configure the RDMA fabric and the NCCL environment", "Check GPU node health", "Run the GPU diagnostics",
+               "Prove the cluster trains"}
+
+
+def test_site_run_exits_0_with_every_converged_node_ready(converge):
+    assert converge.returncode == 0, converge.output[-6000:]
+    summary = converge.summary
+    jsonschema.validate(summary, SCHEMA)
+    assert summary["result"] == "passed" and summary["exit_code"] == 0, summary.get("reason")
+    assert summary["ready_nodes"] == list(fleet_lib.CONVERGED) and summary["failed_nodes"] == []
+    # The fresh node is outside --limit: the run neither touched nor counted it.
+    assert set(summary["nodes"]) == set(fleet_lib.CONVERGED)
+    for node in fleet_lib.CONVERGED:
+        record = summary["nodes"][node]
+        assert record["status"] == "passed", (node, record)
+        assert SITE_STAGES <= set(record["stages"]), (node, sorted(record["stages"]))
+        assert not [f for f in record["findings"] if f["severity"] == "fail"], record["findings"]
+        assert record["versions"]["torch"] == "2.13.0+cpu" and record["versions"]["driver"], record["versions"]
+    # Not about bandwidth: the converge skipped that stage (its fault test judges it).
+    assert not any(stage.startswith("Find slow nodes") for stage in summary["nodes"]["node1"]["stages"])
+
+
+def test_stack_json_records_the_plan_and_what_is_installed(converge):
+    stack = json.loads((converge.artifacts / "reports" / "stack.json").read_text())
+    assert stack["failed_nodes"] == []
+    records = {n["node"]: n for n in stack["nodes"]}
+    assert sorted(records) == list(fleet_lib.CONVERGED)
+    for node, record in records.items():
+        plan, installed = record["plan"], record["installed"]
+        assert installed["driver"] and installed["driver_loaded"] == installed["driver"], (node, installed)
+        assert installed["driver"].split(".")[0] == plan["driver_branch"], (node, record)
+        assert plan["cuda_version"] in installed["cuda_toolkits"] and installed["cuda_default"] == plan["cuda_version"]
+        assert installed["nccl"] == plan["nccl"] and installed["torch"]["version"] == "2.13.0+cpu"
+        # The first converge rebooted into the new driver (reboot allowed): nothing is still owed.
+        assert record["reboot_required"] is False and record["reboot_reasons"] == []
+
+
+def test_every_stage_wrote_its_reports_and_the_smoke_job_says_gloo(converge):
+    reports = converge.artifacts / "reports"
+    names = {p.name for p in reports.iterdir()}
+    assert {"preflight.json", "preflight.md", "plan.json", "stack.json", "health.json", "smoke.json",
+            "smoke.junit.xml", "smoke.md", "smoke_busbw.svg"} <= names, sorted(names)
+    assert json.loads((reports / "preflight.json").read_text())["passed"] is True
+    health = json.loads((reports / "health.json").read_text())
+    assert health["nodes_failed"] == [] and sorted(health["nodes"]) == list(fleet_lib.CONVERGED)
+    smoke = json.loads((reports / "smoke.json").read_text())
+    # A CPU run is never reported as NCCL.
+    assert smoke["backend"] == "gloo" and smoke["nccl"] is None and smoke["verdict"]["passed"]
+    assert converge.summary["smoke"]["passed"] is True and converge.summary["smoke"]["backend"] == "gloo"
+    assert Path(converge.summary["artifacts"]["events"]).is_dir()
+    # The passing job became the cluster's baseline (the regression test beats it).
+    assert smoke["baseline"]["stored"] and Path(smoke["baseline"]["file"]).name == fleet_lib.SMOKE_BASELINE
+    assert (converge.baselines / fleet_lib.SMOKE_BASELINE).is_file()

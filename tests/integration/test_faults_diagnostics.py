@@ -1,0 +1,45 @@
+"""A node whose DCGM diagnostic fails is named with its finding code by `gpufleet run validate`, and the
+healthy nodes still train: the smoke job runs on the nodes the earlier plays left in the run.
+
+node2 gets `gpu-diag-fail` (the stand-in dcgmi replays a real failing document). The bandwidth stage is
+skipped: this test is not about bandwidth (test_faults_bandwidth.py is).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import jsonschema
+import pytest
+
+pytestmark = pytest.mark.sim
+
+REPO = Path(__file__).resolve().parents[2]
+SCHEMA = json.loads((REPO / "docs" / "run-summary.schema.json").read_text())
+
+
+def test_validate_names_the_diag_failure_and_the_others_still_train(fleet, tmp_path):
+    artifacts = tmp_path / "artifacts"
+    fleet.sim.fault("node2", "gpu-diag-fail")
+    try:
+        proc, summary = fleet.gpufleet(artifacts, "validate", "--limit", "converged", "--skip-tags", "bandwidth",
+                                       "--baseline-dir", str(tmp_path / "baselines"))
+    finally:
+        fleet.sim.clear("node2", "gpu-diag-fail")
+    out = proc.stdout[-6000:] + proc.stderr[-3000:]
+    jsonschema.validate(summary, SCHEMA)
+    assert proc.returncode == 1, out
+    assert summary["failed_nodes"] == ["node2"], out
+    assert summary["ready_nodes"] == ["node1", "node3"], out
+    fails = {n: {f["code"] for f in summary["nodes"][n]["findings"] if f["severity"] == "fail"}
+             for n in ("node1", "node2", "node3")}
+    assert "DCGM_FR_PERSISTENCE_MODE" in fails["node2"], summary["nodes"]["node2"]["findings"]
+    assert not fails["node1"] and not fails["node3"], fails
+
+    diag = json.loads((artifacts / "reports" / "diagnostics" / "node1.json").read_text())
+    assert diag["status"] == "pass" and diag["dcgm"]["level"] == 1 and diag["dcgm"]["tests_run"] == ["software"]
+    # The healthy nodes still train; a CPU run says gloo.
+    assert summary["smoke"]["passed"] is True and summary["smoke"]["backend"] == "gloo", summary["smoke"]
+    smoke = json.loads((artifacts / "reports" / "smoke.json").read_text())
+    assert sorted(smoke["nodes_joined"]) == ["node1", "node3"]
