@@ -9,8 +9,8 @@ The procedure (roles/bandwidth_isolation):
 
 1. **Ring**: every node sends to its successor at the same time (the traffic pattern of a ring
    all-reduce). Each directed link gets a figure. If none is below the floor, stop.
-2. **Per node**: each node's intra-node figure (loopback here; NVLink/NCCL on GPU nodes) tells a slow
-   node from a slow network.
+2. **Per node**: each node's loopback figure (each HCA against itself on RDMA, the node's own address
+   on TCP) tells a slow node from a slow network.
 3. **Pairs**: the endpoints of the slow ring links are suspects; each suspect is measured against a
    reference node that touched no slow link, in both directions. A suspect slow against a good
    reference is the slow node; a slow ring link whose two endpoints are both fine against references
@@ -27,15 +27,16 @@ or link named slow is measured a second time (``confirm_pairs``); a directed pai
 once keeps its best figure, the capacity the link showed.
 
 A figure is slow when it is below ``fraction`` x the median of the faster half of its group (ring links, or per-node
-figures) or below ``min_gbps`` when that is set. 0.5 follows imbue's ib_burn acceptance (per-link
-throughput 0.50-1.00 of line rate, reference/health-checks.md); the median makes it relative, since
-the achievable rate depends on the transport (sockets on CPU nodes, RDMA on real ones).
+figures), below ``min_gbps`` when that is set, or, on RDMA, below its own ``rate_floor_gbps`` (a fraction
+of the slower port's line rate, bandwidth_plan.test_figure). 0.5 follows imbue's ib_burn acceptance
+(per-link throughput 0.50-1.00 of line rate, reference/health-checks.md); the median makes it relative,
+since the achievable rate depends on the network (iperf3 over a node's TCP interface, perftest over RDMA).
+Which network, tool and devices a figure came from is planned in bandwidth_plan.py.
 """
 
 from __future__ import annotations
 
-import json
-
+from ansible_collections.gpufleet.cluster.plugins.module_utils.bandwidth_plan import test_figure
 from ansible_collections.gpufleet.cluster.plugins.module_utils.findings import make_finding
 
 DEFAULT_FRACTION = 0.5
@@ -69,8 +70,9 @@ def floor_for(values, fraction=DEFAULT_FRACTION, min_gbps=None):
 
 
 def slow_entries(entries, floor):
-    """Entries (dicts with ``gbps``) below the floor; a missing figure (a failed test) is slow."""
-    return [e for e in entries if e.get("gbps") is None or (floor is not None and e["gbps"] < floor)]
+    """Entries (dicts with ``gbps``) below the floor or their own ``rate_floor_gbps`` (a fraction of the
+    port's line rate on RDMA); a missing figure (a failed test) is slow."""
+    return [e for e in entries if _is_slow(e, floor)]
 
 
 def isolation_pairs(nodes, slow_links):
@@ -96,24 +98,25 @@ def isolation_pairs(nodes, slow_links):
     return suspects, pairs
 
 
-def pair_figures(registered):
-    """The figures of a registered pair-test loop: each item ({src, dst}) with the tool's JSON line merged
-    in; a test that printed nothing usable has ``gbps`` None (slow), never a silent pass."""
+def pair_figures(registered, rate_fraction=None):
+    """Link figures from a registered loop of ``bandwidth_test`` runs (or a list of their results).
+
+    Each figure names the network, tool and devices (bandwidth_plan.test_figure); an item whose module
+    failed keeps its pair with ``gbps`` None and the error, which the verdict counts as slow, never as a
+    pass. Skipped items (and a skipped loop) give nothing.
+    """
+    if isinstance(registered, dict):
+        results = registered.get("results") or []
+    else:
+        results = registered or []
     figures = []
-    for result in (registered or {}).get("results", []) or []:
-        if not isinstance(result, dict) or not isinstance(result.get("item"), dict):
+    for result in results:
+        if not isinstance(result, dict) or result.get("skipped"):
             continue
-        try:
-            measured = json.loads(result.get("stdout") or "")
-        except ValueError:
-            measured = None
-        if isinstance(measured, dict):
-            entry = {"gbps": None, **measured}
-        else:
-            entry = {"gbps": None, "error": "no figure: %r" % ((result.get("stdout") or result.get("msg") or "")[:200],)}
-        # The pair is the one the loop asked for, whatever the tool printed.
-        entry.update(src=result["item"]["src"], dst=result["item"]["dst"])
-        figures.append(entry)
+        test = result.get("test") if isinstance(result.get("test"), dict) else result.get("item")
+        if not isinstance(test, dict) or not test.get("src"):
+            continue
+        figures.append(test_figure(dict(result, test=test), rate_fraction))
     return figures
 
 
@@ -159,68 +162,26 @@ def confirm_pairs(nodes, ring, per_node, pairs, fraction=DEFAULT_FRACTION, min_g
 def name_culprits(nodes, ring, per_node, pairs, fraction=DEFAULT_FRACTION, min_gbps=None, transport="socket"):
     """Findings naming the slow nodes and links, and the verdict data for the report.
 
-    ``ring`` and ``pairs`` are lists of {src, dst, gbps}; ``per_node`` maps node -> {gbps}. A pair
-    measured more than once (the confirmation round) keeps its best figure."""
-    findings = []
+    ``ring`` and ``pairs`` are lists of {src, dst, gbps} (with ``network``, ``tool``, ``rails`` and
+    ``rate_floor_gbps`` when they come from bandwidth_plan.test_figure); ``per_node`` maps node -> {gbps}.
+    ``transport`` labels the figures in the messages (e.g. "rdma, ib_write_bw"). A pair measured more
+    than once (the confirmation round) keeps its best figure."""
     pairs = best_per_pair(pairs)
     ring_floor = floor_for([e.get("gbps") for e in ring], fraction, min_gbps)
     slow_ring = slow_entries(ring, ring_floor)
     node_floor = floor_for([v.get("gbps") for v in per_node.values()], fraction)
-    unit = "Gb/s (%s)" % transport
-    for node, entry in sorted(per_node.items()):
-        if entry.get("gbps") is None or (node_floor is not None and entry["gbps"] < node_floor):
-            # A warn: a socket loopback measures the host's CPU, which neighbours share and which
-            # swings several-fold under load (measured here: 8 to 33 Gb/s between idle nodes).
-            findings.append(make_finding(
-                "BANDWIDTH_NODE_SLOW_INTRA", "warn", node,
-                "intra-node bandwidth %s %s is below %s (%.0f%% of the cluster median)" % (
-                    entry.get("gbps"), unit, _r(node_floor), fraction * 100),
-                "The node itself is slow (CPU/memory/GPU): compare its GEMM and bandwidth figures, check throttling",
-                value=entry.get("gbps"), threshold=_r(node_floor), transport=transport))
-    slow_nodes = set()
-    cleared = []
-    pair_floor = None
+    findings = _intra_findings(per_node, node_floor, fraction, transport)
+    slow_nodes, cleared, pair_floor = set(), [], None
     if slow_ring:
         suspects, _planned = isolation_pairs(nodes, slow_ring)
         pair_floor = pair_floor_for(ring_floor, pairs, fraction, min_gbps)
         for suspect in suspects:
-            mine = [p for p in pairs if suspect in (p["src"], p["dst"])]
-            sends = [p for p in mine if p["src"] == suspect]
-            receives = [p for p in mine if p["dst"] == suspect]
-            # A port can be slow one way only (a shaped or renegotiated transmit side), so a node is
-            # slow when every test in one direction against good nodes is slow.
-            slow_dirs = [name for name, tests in (("sending", sends), ("receiving", receives))
-                         if tests and all(_is_slow(p, pair_floor) for p in tests)]
-            if slow_dirs:
+            finding = _node_finding(suspect, pairs, pair_floor, transport)
+            if finding:
                 slow_nodes.add(suspect)
-                worst = min(mine, key=lambda p: p.get("gbps") or 0.0)
-                findings.append(make_finding(
-                    "BANDWIDTH_NODE_SLOW", "fail", suspect,
-                    "%s is slow %s against good nodes: %s %s, floor %s" % (
-                        suspect, " and ".join(slow_dirs),
-                        ", ".join("%s->%s %s" % (p["src"], p["dst"], _r(p.get("gbps"))) for p in mine),
-                        unit, _r(pair_floor)),
-                    "Check the node's network port: link speed and errors (ethtool, ibstat, perfquery), cable, "
-                    "switch port, traffic shaping (tc qdisc); then rerun validate",
-                    value=worst.get("gbps"), threshold=_r(pair_floor), transport=transport,
-                    direction=slow_dirs, pairs=[dict(p) for p in mine]))
-        for link in slow_ring:
-            if link["src"] in slow_nodes or link["dst"] in slow_nodes:
-                continue
-            retest = [p for p in pairs if (p["src"], p["dst"]) == (link["src"], link["dst"])]
-            if retest and not any(_is_slow(p, pair_floor) for p in retest):
-                cleared.append(link)
-                continue
-            for node in (link["src"], link["dst"]):
-                findings.append(make_finding(
-                    "BANDWIDTH_LINK_SLOW", "fail", node,
-                    "link %s->%s at %s %s in the ring%s is below %s while both nodes are fast against others" % (
-                        link["src"], link["dst"], _r(link.get("gbps")), unit,
-                        "".join(", %s alone (floor %s)" % (_r(p.get("gbps")), _r(pair_floor)) for p in retest),
-                        _r(ring_floor)),
-                    "Check the path between the two nodes: cables, switch ports, routing",
-                    value=link.get("gbps"), threshold=_r(ring_floor), transport=transport,
-                    link="%s->%s" % (link["src"], link["dst"])))
+                findings.append(finding)
+        link_findings, cleared = _link_findings(slow_ring, slow_nodes, pairs, ring_floor, pair_floor, transport)
+        findings += link_findings
     # No link measured is no evidence about the network: said, never a silent pass.
     not_checked = []
     if len(nodes) < 2:
@@ -236,8 +197,94 @@ def name_culprits(nodes, ring, per_node, pairs, fraction=DEFAULT_FRACTION, min_g
                       "cleared_links": cleared, "not_checked": not_checked}
 
 
+def _figure_text(entry):
+    """``node3->node1 3.63`` with the rails' devices when there is more than the link's figure."""
+    text = "%s->%s %s" % (entry["src"], entry["dst"], _r(entry.get("gbps")))
+    rails = [r for r in entry.get("rails") or [] if r.get("src_device")]
+    if rails:
+        text += " [%s]" % ", ".join("%s->%s %s" % (r["src_device"], r["dst_device"], _r(r.get("gbps"))) for r in rails)
+    return text
+
+
+def _floor_text(entry_or_entries, floor):
+    rate = max([e.get("rate_floor_gbps") or 0 for e in entry_or_entries] or [0])
+    if rate and (floor is None or rate >= floor):
+        return "%s (the port-rate floor)" % _r(rate)
+    return str(_r(floor))
+
+
+def _intra_findings(per_node, node_floor, fraction, transport):
+    findings = []
+    unit = "Gb/s (%s)" % transport
+    for node, entry in sorted(per_node.items()):
+        if entry.get("gbps") is None or (node_floor is not None and entry["gbps"] < node_floor):
+            # A warn: loopback measures the node alone (its CPU and memory on TCP, its HCAs and PCIe on
+            # RDMA), which neighbours share and which swings under load.
+            findings.append(make_finding(
+                "BANDWIDTH_NODE_SLOW_INTRA", "warn", node,
+                "intra-node (loopback) bandwidth %s %s is below %s (%.0f%% of the cluster median)%s" % (
+                    entry.get("gbps"), unit, _r(node_floor), fraction * 100,
+                    "".join(" [%s %s]" % (r.get("src_device"), _r(r.get("gbps"))) for r in entry.get("rails") or [])),
+                "The node itself is slow (CPU/memory on TCP, an HCA or its PCIe link on RDMA): compare its GEMM "
+                "and bandwidth figures, check throttling and the HCA's PCIe width",
+                value=entry.get("gbps"), threshold=_r(node_floor), transport=transport,
+                network=entry.get("network"), tool=entry.get("tool")))
+    return findings
+
+
+def _node_finding(suspect, pairs, pair_floor, transport):
+    """BANDWIDTH_NODE_SLOW when every test in one direction against good nodes is slow, else None."""
+    mine = [p for p in pairs if suspect in (p["src"], p["dst"])]
+    sends = [p for p in mine if p["src"] == suspect]
+    receives = [p for p in mine if p["dst"] == suspect]
+    # A port can be slow one way only (a shaped or renegotiated transmit side), so a node is slow when
+    # every test in one direction against good nodes is slow.
+    slow_dirs = [name for name, tests in (("sending", sends), ("receiving", receives))
+                 if tests and all(_is_slow(p, pair_floor) for p in tests)]
+    if not slow_dirs:
+        return None
+    worst = min(mine, key=lambda p: p.get("gbps") or 0.0)
+    network = sorted({p.get("network") for p in mine if p.get("network")})
+    return make_finding(
+        "BANDWIDTH_NODE_SLOW", "fail", suspect,
+        "%s is slow %s against good nodes%s: %s Gb/s, floor %s" % (
+            suspect, " and ".join(slow_dirs), " (%s)" % transport if transport else "",
+            ", ".join(_figure_text(p) for p in mine), _floor_text(mine, pair_floor)),
+        "Check the node's port on that network: link speed and errors (ibstat, perfquery on RDMA; ethtool on "
+        "TCP), cable, switch port, traffic shaping (tc qdisc); then rerun validate",
+        value=worst.get("gbps"), threshold=_r(pair_floor), transport=transport,
+        network=network[0] if len(network) == 1 else network, tool=worst.get("tool"),
+        devices=sorted({r.get("src_device") if p["src"] == suspect else r.get("dst_device")
+                        for p in mine for r in p.get("rails") or [] if r.get("src_device")}),
+        direction=slow_dirs, pairs=[dict(p) for p in mine])
+
+
+def _link_findings(slow_ring, slow_nodes, pairs, ring_floor, pair_floor, transport):
+    findings, cleared = [], []
+    for link in slow_ring:
+        if link["src"] in slow_nodes or link["dst"] in slow_nodes:
+            continue
+        retest = [p for p in pairs if (p["src"], p["dst"]) == (link["src"], link["dst"])]
+        if retest and not any(_is_slow(p, pair_floor) for p in retest):
+            cleared.append(link)
+            continue
+        for node in (link["src"], link["dst"]):
+            findings.append(make_finding(
+                "BANDWIDTH_LINK_SLOW", "fail", node,
+                "link %s in the ring (%s)%s is below %s Gb/s while both nodes are fast against others" % (
+                    _figure_text(link), transport,
+                    "".join(", %s alone (floor %s)" % (_r(p.get("gbps")), _floor_text([p], pair_floor)) for p in retest),
+                    _floor_text([link], ring_floor)),
+                "Check the path between the two nodes: cables, switch ports, routing",
+                value=link.get("gbps"), threshold=_r(ring_floor), transport=transport,
+                network=link.get("network"), tool=link.get("tool"),
+                link="%s->%s" % (link["src"], link["dst"])))
+    return findings, cleared
+
+
 def _is_slow(entry, floor):
-    return entry.get("gbps") is None or (floor is not None and entry["gbps"] < floor)
+    limits = [f for f in (floor, entry.get("rate_floor_gbps")) if f is not None]
+    return entry.get("gbps") is None or (bool(limits) and entry["gbps"] < max(limits))
 
 
 def _r(value):

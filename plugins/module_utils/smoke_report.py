@@ -21,9 +21,11 @@ try:
     from ansible_collections.gpufleet.cluster.plugins.module_utils.nccl_tests import (
         bus_factor, parse_nccl_tests)
     from ansible_collections.gpufleet.cluster.plugins.module_utils.gpu_models import lookup_model
+    from ansible_collections.gpufleet.cluster.plugins.module_utils.gpu_peaks import peak_tflops
 except ImportError:  # pragma: no cover - loaded by path from tests/gpu without the collection
     from nccl_tests import bus_factor, parse_nccl_tests  # type: ignore
     from gpu_models import lookup_model  # type: ignore
+    from gpu_peaks import peak_tflops  # type: ignore
 
 __metaclass__ = type
 
@@ -404,6 +406,8 @@ def build_report(cluster, expected, nodes, outputs, backend, hparams=None, confi
         sweep["busbw_peak_gbps"] = max((r["busbw_gbps"] for r in rows if r["busbw_gbps"] is not None), default=None)
         sweep["wrong_total"] = sum(int(r.get("wrong") or 0) for r in rows)
         training = result.get("training")
+        if training:
+            training = dict(training, mfu=model_flops_utilization(training, gpu_name, backend, world))
     if nccl and nccl.get("version"):
         versions["nccl"] = nccl["version"]
         if nccl.get("cuda") and not versions["cuda"]:
@@ -445,6 +449,33 @@ def build_report(cluster, expected, nodes, outputs, backend, hparams=None, confi
         "config": config,
     }
     return report
+
+
+def model_flops_utilization(training, gpu_name, backend, world_size):
+    """MFU of the job's model: ``{value, model_tflops, peak_tflops_per_gpu, dtype, gpus, source, reason}``.
+
+    The model's FLOPs per second (the job's ``train_flops_per_sample`` x ``samples_per_s``: 6 per weight
+    per sample, forward and backward) over the GPUs' dense datasheet peak in the dtype the model ran in
+    (gpu_peaks.py) times the number of GPUs. ``value`` is None, with the reason, on a CPU (gloo) run, for a
+    model without a datasheet row, or when the job reported no FLOPs; the achieved figure is kept.
+    """
+    flops, rate, dtype = training.get("train_flops_per_sample"), training.get("samples_per_s"), training.get("dtype")
+    achieved = flops * rate / 1e12 if flops and rate else None
+    out = {"value": None, "model_tflops": achieved, "peak_tflops_per_gpu": None, "dtype": dtype,
+           "gpus": world_size, "source": None, "reason": None}
+    if achieved is None:
+        out["reason"] = "the job reported no model FLOPs or no samples/s"
+    elif backend != "nccl":
+        out["reason"] = "a CPU run (%s): model TFLOPS reported, no GPU datasheet to hold them to" % backend
+    else:
+        peak, source = peak_tflops(gpu_name, dtype)
+        out["source"] = source
+        if peak is None:
+            out["reason"] = source
+        else:
+            out["peak_tflops_per_gpu"] = peak
+            out["value"] = achieved / (peak * world_size)
+    return out
 
 
 def large_busbw(rows, large_bytes=LARGE_MESSAGE_BYTES):
@@ -568,17 +599,38 @@ def make_baseline(report):
     }
 
 
-def _baseline_metric_problems(metrics):
+def metric_problems(metrics, known=None):
+    """Why ``metrics`` is no baseline's figures: [] for a non-empty object of finite numbers > 0 (named in
+    ``known`` when that is given). Shared by the smoke baseline and the per-node baselines."""
     if not isinstance(metrics, dict) or not metrics:
-        return ["metrics is %s, need an object with at least one of %s" % (
-            json.dumps(metrics, default=str), ", ".join(sorted(baseline_metrics({}))))]
-    known = baseline_metrics({})
+        return ["metrics is %s, need an object with at least one %s" % (
+            json.dumps(metrics, default=str),
+            "of " + ", ".join(sorted(known)) if known is not None else "figure")]
     problems = []
     for name, value in sorted(metrics.items()):
-        if name not in known:
+        if known is not None and name not in known:
             problems.append("metric %s is unknown (known: %s)" % (name, ", ".join(sorted(known))))
         elif not _positive_number(value):
             problems.append("metric %s is %s, need a finite number > 0" % (name, json.dumps(value, default=str)))
+    return problems
+
+
+def document_problems(document, schema, required, expected):
+    """Why a stored baseline document cannot be used: not a JSON object, a missing ``required`` key, another
+    ``schema``, or a key of ``expected`` (hardware key, shape) that differs from this run's. Shared by the
+    smoke baseline and the per-node baselines."""
+    if not isinstance(document, dict):
+        return ["it is a JSON %s, need an object" % _JSON_TYPES.get(type(document).__name__, type(document).__name__)]
+    problems = []
+    missing = [k for k in required if k not in document]
+    if missing:
+        problems.append("missing key(s) %s" % ", ".join(missing))
+    if "schema" in document and document["schema"] != schema:
+        problems.append("schema is %s, need %s" % (json.dumps(document["schema"], default=str), schema))
+    for key, value in expected.items():
+        if key in document and document[key] != value:
+            problems.append("%s is %s, this run's is %s" % (
+                key, json.dumps(document[key], default=str), json.dumps(value, default=str)))
     return problems
 
 
@@ -601,20 +653,12 @@ def baseline_problems(baseline, report):
     positive metrics, and the report's hardware key, backend and world size: anything else would
     compare this run with nothing, or with another cluster shape.
     """
+    expected = {key: report.get(key) for key in ("hardware_key", "backend", "world_size")}
+    problems = document_problems(baseline, BASELINE_SCHEMA, BASELINE_REQUIRED_KEYS, expected)
     if not isinstance(baseline, dict):
-        return ["it is a JSON %s, need an object" % _JSON_TYPES.get(type(baseline).__name__, type(baseline).__name__)]
-    problems = []
-    missing = [k for k in BASELINE_REQUIRED_KEYS if k not in baseline]
-    if missing:
-        problems.append("missing key(s) %s" % ", ".join(missing))
-    if "schema" in baseline and baseline["schema"] != BASELINE_SCHEMA:
-        problems.append("schema is %s, need %s" % (json.dumps(baseline["schema"], default=str), BASELINE_SCHEMA))
-    for key in ("hardware_key", "backend", "world_size"):
-        if key in baseline and baseline[key] != report.get(key):
-            problems.append("%s is %s, this run's is %s" % (
-                key, json.dumps(baseline[key], default=str), json.dumps(report.get(key), default=str)))
+        return problems
     if "metrics" in baseline:
-        problems.extend(_baseline_metric_problems(baseline["metrics"]))
+        problems.extend(metric_problems(baseline["metrics"], baseline_metrics({})))
     problems.extend(_baseline_sweep_problems(baseline.get("sweep")))
     return problems
 
@@ -625,16 +669,22 @@ def compare_baseline(report, baseline, tolerance=DEFAULT_TOLERANCE):
     ``baseline`` must be usable (:func:`baseline_problems` empty). A current figure that is not a
     finite number >= 0 counts as regressed: a broken measurement is not "as good as before".
     """
+    return compare_metrics(baseline_metrics(report), baseline["metrics"], tolerance)
+
+
+def compare_metrics(current, base_metrics, tolerance=DEFAULT_TOLERANCE, missing_regresses=False):
+    """Each base metric against this run's figure (higher is better). A figure that is not a finite
+    number >= 0 regresses; a metric this run did not measure is skipped, or regresses with
+    ``missing_regresses`` (a per-node baseline: the part it measured must still be there)."""
     out = []
-    current = baseline_metrics(report)
-    for metric, base in sorted(baseline["metrics"].items()):
+    for metric, base in sorted(base_metrics.items()):
         now = current.get(metric)
-        if now is None:
+        if now is None and not missing_regresses:
             continue
-        if not (now == 0 or _positive_number(now)):
+        if now is None or not (now == 0 or _positive_number(now)):
             out.append({"metric": metric, "current": now, "baseline": base, "change": None, "regressed": True,
                         "message": "%s regressed: this run measured %s, not a number >= 0, vs baseline %s" % (
-                            metric, _fmt(now, 3), _fmt(base, 3))})
+                            metric, _fmt(now, 3) if now is not None else "nothing", _fmt(base, 3))})
             continue
         change = (now - base) / base
         regressed = now < base * (1.0 - tolerance)
@@ -1040,6 +1090,12 @@ def render_markdown(report, chart_file="smoke_busbw.svg", baseline=None):
                       "yes" if t["params_in_sync"] else "NO", _fmt(t["step_time_ms"], 2), _fmt(t["steps_per_s"], 1),
                       _fmt(t["samples_per_s"], 0)),
                   ""]
+        mfu = t.get("mfu") or {}
+        if mfu:
+            lines += ["MFU: %s (model %s TFLOPS in %s over %s GPU(s) x %s TFLOPS dense datasheet peak)%s." % (
+                "%.4f %%" % (mfu["value"] * 100) if mfu["value"] is not None else "not computed",
+                _fmt(mfu["model_tflops"], 4), mfu["dtype"], mfu["gpus"], _fmt(mfu["peak_tflops_per_gpu"], 1),
+                ": %s" % mfu["reason"] if mfu["reason"] else ""), ""]
     b = report.get("baseline") or {}
     if b.get("comparison"):
         lines += ["## Baseline", "", "| metric | this run | baseline | change |", "|---|---:|---:|---:|"]

@@ -95,7 +95,7 @@ PARSE_RC=$?
 
 if "$PY" -c 'import torch' >/dev/null 2>&1; then
   read -r -a BENCH_ARGS <<<"${MICROBENCH_ARGS:-}"
-  if timeout 300 "$PY" "$REPO/roles/bandwidth_isolation/files/gpufleet_microbench.py" "${BENCH_ARGS[@]}" \
+  if timeout 300 "$PY" "$REPO/roles/gpu_benchmark/files/gpufleet_microbench.py" "${BENCH_ARGS[@]}" \
     >"$OUT/microbench.jsonl" 2>"$OUT/microbench.stderr"; then
     say "microbench: $(tr '\n' ' ' <"$OUT/microbench.jsonl")"
   else

@@ -73,3 +73,22 @@ def test_every_stage_wrote_its_reports_and_the_smoke_job_says_gloo(converge):
     # The passing job became the cluster's baseline (the regression test beats it).
     assert smoke["baseline"]["stored"] and Path(smoke["baseline"]["file"]).name == fleet_lib.SMOKE_BASELINE
     assert (converge.baselines / fleet_lib.SMOKE_BASELINE).is_file()
+    # MFU on a CPU run: the model's TFLOPS are kept, with no GPU datasheet to hold them to (and never a value).
+    mfu = smoke["training"]["mfu"]
+    assert mfu["value"] is None and mfu["model_tflops"] > 0 and "a CPU run (gloo)" in mfu["reason"], mfu
+
+
+def test_the_benchmark_steps_label_cpu_figures_and_say_what_they_did_not_check(converge):
+    """torch on these nodes has no CUDA: the GEMM and memory figures are the CPU's, labelled, compared with
+    no GPU datasheet; nccl-tests is not installed and no build was asked for: said, never a pass."""
+    reports = converge.artifacts / "reports"
+    compute = json.loads((reports / "compute.json").read_text())
+    assert compute["status"] == "not_checked" and compute["gpus"] == [] and compute["findings"] == []
+    assert sorted(c["node"] for c in compute["cpus"]) == list(fleet_lib.CONVERGED)
+    assert all(c["device"] == "cpu" and c["gemm"]["fp32"]["tflops"] > 0 and c["gemm"]["fp32"]["peak_tflops"] is None
+               and c["memory"]["gbps"] > 0 for c in compute["cpus"]), compute["cpus"]
+    assert all("not compared with a GPU datasheet" in n["reason"] for n in compute["not_checked"]
+               if n["check"] == "per-GPU compute and memory")
+    nccl = json.loads((reports / "nccl_tests.json").read_text())
+    assert nccl["status"] == "not_checked" and nccl["findings"] == [], nccl
+    assert any("nccl-tests is not installed" in n["reason"] for n in nccl["not_checked"]), nccl["not_checked"]

@@ -855,9 +855,15 @@ def run_training(args, dist, torch, device, rank, world):
     k = max(1, args.steps // 10)
     first = sum(series[:k]) / k
     last = sum(series[-k:]) / k
+    dtype = next(model.parameters()).dtype
+    tf32 = device.type == "cuda" and dtype == torch.float32 and torch.backends.cuda.matmul.allow_tf32
     return {
         "model": "mlp %d-%d-%d-%d" % (args.features, args.hidden, args.hidden, args.classes),
         "parameters": int(flat.numel()),
+        # Model FLOPs for MFU: 2 per multiply-add forward, twice that backward, over the Linear weights.
+        "train_flops_per_sample": 6 * sum(m.in_features * m.out_features for m in model.modules()
+                                          if isinstance(m, nn.Linear)),
+        "dtype": "tf32" if tf32 else {torch.float32: "fp32", torch.bfloat16: "bf16", torch.float16: "fp16"}.get(dtype, str(dtype)),
         "steps": args.steps,
         "per_gpu_batch": args.batch,
         "global_batch": args.batch * world,

@@ -4,6 +4,8 @@ A node's hardware is described by files the stand-ins read at run time:
     /etc/gpufleet-sim/node.json    profile, capture paths, active faults
     /etc/gpufleet-sim/ecc.json     ECC mode current/pending (nvidia-smi -e keeps it)
     /etc/gpufleet-sim/captures/    copies of the captures the node replays
+    /etc/gpufleet-sim/fabric.json  every node's address and faults (the same on all nodes; the fabric
+                                   stand-ins read the far end's faults from it)
 """
 
 from __future__ import annotations
@@ -80,7 +82,7 @@ PROFILES = {
 }
 
 GPU_FAULTS = {"ecc-uncorrectable", "ecc-disabled", "remap-pending", "remap-failure", "gpu-missing",
-              "gpu-diag-fail"}
+              "gpu-diag-fail", "gpu-slow"}
 IB_FAULTS = {"ib-port-down"}
 NET_FAULTS = {"link-cut", "link-slow"}
 FAULTS = sorted(GPU_FAULTS | IB_FAULTS | NET_FAULTS)
@@ -92,6 +94,21 @@ DCGM_CAPTURES = {
     "dcgm_pass": REPO_ROOT / "tests/fixtures/diagnostics/dcgm/dcgm3.1.0-r1-8gpu-pass-warning-prefix-nvidia-jsonresulttests.txt",
     "dcgm_fail": REPO_ROOT / "tests/fixtures/diagnostics/dcgm/dcgm4.2.3-r1-gb10-software-fail-persistence-exit226.json",
 }
+# Real runs the fabric stand-ins replay (tests/fixtures/SOURCES.md), and the line rate each was measured at.
+PERFTEST_CAPTURES = {
+    "ib_write_bw": {"path": REPO_ROOT / "tests/fixtures/perftest/ib_write_bw-bnxt-re-400g-roce-3qp-D10-report-gbits-client.txt",
+                    "line_rate_gbps": 400},
+}
+NCCL_TESTS_CAPTURES = {
+    "single": REPO_ROOT / "tests/fixtures/nccl-tests/h100-1node-8gpu-nccl2.29.2-tests2.17.8-all-collectives.log",
+    "pair": REPO_ROOT / "tests/fixtures/nccl-tests/h100-2node-16gpu-pairwise-nccl2.29.2-tests2.17.8-alltoall-sendrecv.log",
+    "multi": REPO_ROOT / "tests/fixtures/nccl-tests/h100-10node-80gpu-nccl2.29.2-tests2.17.8-all-collectives.log",
+}
+MICROBENCH_CAPTURE = REPO_ROOT / "tests/fixtures/microbench/h100-sxm-published-measurements.json"
+# perftest's binaries run the stand-in while the package is installed, as ibstat does (image.py): diverted
+# aside by dpkg, and pointed at the stand-in after every dpkg run.
+PERFTEST_STANDINS = ("ib_write_bw", "ib_read_bw")
+PERFTEST_HOOK = "etc/apt/apt.conf.d/99gpufleet-sim-perftest"
 PCI_TREE = "opt/gpufleet-sim/sys/bus/pci/devices"
 
 
@@ -142,6 +159,7 @@ def write_node_hardware(merged: Path, node: str, hw: dict, faults: list[str]) ->
         shutil.copyfile(src, dest)
         config[f"{kind}_capture"] = "/" + str(dest.relative_to(merged))
     util.write_json(etc / "node.json", config)
+    ensure_fabric_standins(merged)
     if hw["sources"]["gpu"] is None:
         # PCI ids only: no capture says what ECC mode the GPUs are in.
         util.write_json(etc / "ecc.json", {"current": "N/A", "pending": "N/A"})
@@ -155,12 +173,77 @@ def write_node_hardware(merged: Path, node: str, hw: dict, faults: list[str]) ->
     write_pci_tree(merged / PCI_TREE, gpu_text, profile)
 
 
+def _copy_capture(merged: Path, captures: Path, src: Path) -> str:
+    dest = captures / src.name
+    shutil.copyfile(src, dest)
+    return "/" + str(dest.relative_to(merged))
+
+
+def _fabric_captures(merged: Path, captures: Path) -> dict:
+    """The node.json keys of the fabric stand-ins: perftest, nccl-tests and GEMM/memory captures."""
+    return {
+        "perftest": {tool: {"capture": _copy_capture(merged, captures, entry["path"]),
+                            "line_rate_gbps": entry["line_rate_gbps"]} for tool, entry in PERFTEST_CAPTURES.items()},
+        "nccl_tests": {kind: _copy_capture(merged, captures, src) for kind, src in NCCL_TESTS_CAPTURES.items()},
+        "microbench_capture": _copy_capture(merged, captures, MICROBENCH_CAPTURE),
+    }
+
+
+def ensure_fabric_standins(merged: Path) -> None:
+    """The fabric stand-ins' captures in node.json (also for a node brought up before they existed),
+    perftest's binaries diverted to the stand-in (also when a lower layer already installed perftest),
+    and every node's fabric.json refreshed from its siblings' addresses and faults."""
+    config_path = merged / NODE_ETC / "node.json"
+    config = util.read_json(config_path) or {}
+    if config and any(key not in config for key in ("perftest", "nccl_tests", "microbench_capture")):
+        captures = merged / NODE_ETC / "captures"
+        captures.mkdir(parents=True, exist_ok=True)
+        config.update(_fabric_captures(merged, captures))
+        util.write_json(config_path, config)
+    diversions = merged / "var/lib/dpkg/diversions"
+    recorded = diversions.read_text() if diversions.exists() else ""
+    for tool in PERFTEST_STANDINS:
+        binary = f"/usr/bin/{tool}"
+        if f"{binary}\n{binary}.distrib\n" not in recorded:
+            recorded += f"{binary}\n{binary}.distrib\n:\n"
+        installed = merged / binary.lstrip("/")
+        if installed.exists() and not installed.is_symlink():
+            installed.rename(installed.with_name(f"{tool}.distrib"))
+            installed.symlink_to(f"/usr/lib/gpufleet-sim/standins/{tool}")
+    if diversions.parent.is_dir():
+        diversions.write_text(recorded)
+    hook = merged / PERFTEST_HOOK
+    if hook.parent.is_dir():
+        hook.write_text("".join(
+            f'DPkg::Post-Invoke {{ "if [ -e /usr/bin/{t}.distrib ]; then ln -sfn /usr/lib/gpufleet-sim/standins/{t} '
+            f'/usr/bin/{t}; elif [ -L /usr/bin/{t} ]; then rm -f /usr/bin/{t}; fi"; }};\n' for t in PERFTEST_STANDINS))
+    refresh_fabric(merged)
+
+
+def refresh_fabric(merged: Path) -> None:
+    """Write fabric.json ({node: {ip, faults}}) into every node of the cluster that holds ``merged``.
+
+    The nodes' trees are siblings (<state>/nodes/<node>/merged); addresses come from the /etc/hosts the
+    cluster writes into each node, faults from each node's node.json."""
+    view = {}
+    hosts = (merged / "etc/hosts").read_text() if (merged / "etc/hosts").exists() else ""
+    addresses = {fields[1]: fields[0] for fields in (line.split() for line in hosts.splitlines()) if len(fields) >= 2}
+    siblings = [p for p in merged.parent.parent.glob("*/merged") if (p / NODE_ETC / "node.json").exists()]
+    for tree in siblings:
+        config = util.read_json(tree / NODE_ETC / "node.json") or {}
+        name = config.get("node") or tree.parent.name
+        view[name] = {"ip": addresses.get(name), "faults": config.get("faults", [])}
+    for tree in siblings:
+        util.write_json(tree / NODE_ETC / "fabric.json", view)
+
+
 def set_faults(merged: Path, faults: list[str]) -> None:
     path = merged / NODE_ETC / "node.json"
     config = util.read_json(path)
     before = set(config["faults"])
     config["faults"] = sorted(set(faults))
     util.write_json(path, config)
+    ensure_fabric_standins(merged)
     # ECC mode is state, not a replay transform: the fault sets it, clearing restores the capture's.
     if "ecc-disabled" in set(faults) - before:
         util.write_json(merged / NODE_ETC / "ecc.json", {"current": "Disabled", "pending": "Disabled"})

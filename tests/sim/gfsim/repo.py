@@ -23,7 +23,7 @@ from . import image, manifest as manifest_lib, packages, util
 from .util import CACHE_ROOT, DEBIAN_SUITE, log, run
 
 # Bump when what the repositories hold changes, so caches of an older build are not reused.
-REPO_VERSION = "4"
+REPO_VERSION = "5"
 GNUPGHOME = CACHE_ROOT / "gnupg"
 KEY_DIR = CACHE_ROOT / "keys"
 
@@ -47,6 +47,8 @@ MIRROR_PACKAGES = [
     "rdma-core", "infiniband-diags", "ibverbs-utils", "perftest", "dkms", "initramfs-tools",
     "python3-venv", "python3-pip", "pciutils", "mokutil", "numactl", "ethtool", "kmod", "gnupg",
     "python3-apt", "iproute2", "procps",
+    # The TCP fallback of the bandwidth pair tests (roles/bandwidth_isolation) runs the real iperf3.
+    "iperf3",
     # nvidia-fabricmanager-<branch> Depends on it (NVIDIA's control file; see the manifests).
     "systemd-coredump",
 ]

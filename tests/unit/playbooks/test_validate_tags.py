@@ -19,7 +19,7 @@ REPO = Path(__file__).resolve().parents[3]
 BIN = Path(sys.executable).parent
 
 
-@pytest.mark.parametrize("tag", ["smoke", "bandwidth"])
+@pytest.mark.parametrize("tag", ["smoke", "bandwidth", "nccl_tests", "compute"])
 def test_one_stage_runs_without_the_others_results(tag):
     env = dict(os.environ, ANSIBLE_NOCOLOR="1", ANSIBLE_CONFIG=str(REPO / "ansible.cfg"),
                PATH="%s%s%s" % (BIN, os.pathsep, os.environ.get("PATH", "")))

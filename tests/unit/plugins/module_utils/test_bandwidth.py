@@ -210,15 +210,33 @@ def test_a_slow_link_is_confirmed_with_its_own_retest():
         {"src": "node2", "dst": "node3"}]
 
 
-def test_pair_figures_from_a_registered_loop():
+def test_pair_figures_from_a_registered_loop_of_bandwidth_test_runs():
+    test = {"src": "node1", "dst": "node2", "client": "node1", "server": "node2", "network": "rdma",
+            "tool": "ib_write_bw", "server_address": "10.0.0.2",
+            "rails": [{"rail": 0, "port": 29517, "client_device": "mlx5_0", "server_device": "mlx5_0",
+                       "line_rate_gbps": 400}]}
+    back = dict(test, src="node2", dst="node1", client="node2", server="node1")
     registered = {"results": [
-        {"item": {"src": "node1", "dst": "node2"}, "stdout": '{"gbps": 9.5, "to": "10.0.0.2"}'},
-        {"item": {"src": "node2", "dst": "node1"}, "stdout": "Traceback ..."},
+        {"item": test, "test": test, "results": [{"rail": 0, "gbps": 363.47, "samples_gbps": [363.47]}]},
+        # A module that failed has no test of its own: the loop item says which pair it was.
+        {"item": back, "failed": True, "msg": "bandwidth_test: the test has no rails"},
+        {"item": test, "skipped": True},
     ]}
-    figures = bandwidth.pair_figures(registered)
-    assert figures[0] == {"src": "node1", "dst": "node2", "gbps": 9.5, "to": "10.0.0.2"}
-    assert figures[1]["gbps"] is None and "Traceback" in figures[1]["error"]
+    figures = bandwidth.pair_figures(registered, rate_fraction=0.8)
+    assert [(f["src"], f["dst"], f["gbps"]) for f in figures] == [("node1", "node2", 363.47), ("node2", "node1", None)]
+    assert figures[0]["network"] == "rdma" and figures[0]["tool"] == "ib_write_bw"
+    assert figures[0]["rails"][0]["src_device"] == "mlx5_0" and figures[0]["rate_floor_gbps"] == 320.0
+    assert "no rails" in figures[1]["error"]
     assert bandwidth.pair_figures({"skipped": True, "changed": False}) == []
     assert bandwidth.pair_figures(None) == []
     # A test without a figure is slow, never a pass.
     assert bandwidth.best_per_pair(figures + [{"src": "node2", "dst": "node1", "gbps": None}])[1]["gbps"] is None
+
+
+def test_a_figure_below_its_port_rate_floor_is_slow_even_when_every_link_is_equally_slow():
+    # Every link at 150 Gb/s on 400 Gb/s ports: the median floor (75) passes them all, the port's rate does not.
+    ring = [dict(link, gbps=150.0, rate_floor_gbps=320.0, network="rdma", tool="ib_write_bw")
+            for link in bandwidth.ring_links(NODES)]
+    floor = bandwidth.floor_for([e["gbps"] for e in ring])
+    assert floor == 75.0 and bandwidth.slow_entries(ring, floor) == ring
+    assert bandwidth.slow_entries([dict(ring[0], gbps=363.47)], floor) == []
