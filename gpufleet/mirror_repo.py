@@ -21,6 +21,7 @@ import re
 import shutil
 import subprocess
 import tempfile
+import time
 import urllib.error
 import urllib.request
 from datetime import datetime, timezone
@@ -112,10 +113,22 @@ class Signer:
             raise MirrorError("gpg is not installed on this machine; the mirror's index is signed with it "
                               "(install gnupg)") from None
         finally:
-            subprocess.run(["gpgconf", "--homedir", str(self.home), "--kill", "all"], capture_output=True, check=False)
+            self._stop_agent()
         if proc.returncode != 0:
             raise MirrorError(f"gpg {' '.join(args[:2])} failed in {self.home}: {proc.stderr.decode(errors='replace').strip()}")
         return proc
+
+    def _stop_agent(self, wait_s: float = 10.0) -> None:
+        """No agent outlives a call. gpgconf --kill returns before the agent has gone, and a gpg started
+        meanwhile connects to the dying agent's socket ("can't connect to the agent: End of file"), so the
+        next call waits until the agent has removed its socket."""
+        subprocess.run(["gpgconf", "--homedir", str(self.home), "--kill", "all"], capture_output=True, check=False)
+        where = subprocess.run(["gpgconf", "--homedir", str(self.home), "--list-dirs", "agent-socket"],
+                               capture_output=True, text=True, check=False).stdout.strip()
+        socket = Path(where) if where else self.home / "S.gpg-agent"
+        deadline = time.monotonic() + wait_s
+        while socket.exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
 
     def _secret_fingerprints(self) -> list[str]:
         out = self.gpg("--with-colons", "--list-secret-keys").stdout.decode()

@@ -127,7 +127,7 @@ def network_roles() -> list[Path]:
 def test_the_scan_sees_the_network_tasks():
     """The check proves something only if it finds what it checks: the package, download and pip tasks."""
     roles = network_roles()
-    assert [r.name for r in roles] == ["cuda_toolkit", "gpu_diagnostics", "nccl", "nvidia_driver", "pytorch", "rdma"]
+    assert [r.name for r in roles] == ["bandwidth_isolation", "cuda_toolkit", "gpu_benchmark", "gpu_diagnostics", "nccl", "nvidia_driver", "pytorch", "rdma"]
     count = sum(1 for role in roles for task, _e, _f in role_tasks(role) if is_network_task(task, role_internals(role)))
     assert count >= 30
 

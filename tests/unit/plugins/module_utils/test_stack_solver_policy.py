@@ -51,7 +51,7 @@ def test_the_sample_inventory_plans_a_supported_branch_on_every_os(os_key, cuda,
 
 
 def test_the_playbooks_default_request_leaves_cuda_to_the_solver():
-    play = (REPO / "playbooks" / "gpu_stack.yml").read_text()
+    play = (REPO / "playbooks" / "tasks" / "gpu_stack_plan.yml").read_text()
     default = play.split("gpufleet_stack_request | default(", 1)[1].split(")", 1)[0]
     assert ast.literal_eval(default) == sample_request()
 
