@@ -1,6 +1,6 @@
 # -*- coding: utf-8 -*-
-# Copyright: gpufleet contributors
-# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+# Copyright: gpufleet engineers
+# Apache-2.0 (see galaxy.yml)
 """Parsers for nvidia-smi output. Pure functions: text in, plain data out.
 
 PRIVATE to the gpufleet.cluster collection; the public contract is the shape
