@@ -20,7 +20,7 @@ from ansible.errors import AnsibleActionFail
 from ansible.module_utils.common.text.converters import to_native
 from ansible.plugins.action import ActionBase
 
-from ansible_collections.gpufleet.cluster.plugins.module_utils import smoke_report as sr
+from ansible_collections.gpufleet.cluster.plugins.module_utils import report_writer, smoke_report as sr
 
 __metaclass__ = type
 
@@ -166,7 +166,7 @@ class ActionModule(ActionBase):
             _write(paths["junit"], sr.render_junit(report))
             _write(paths["markdown"], sr.render_markdown(report, os.path.basename(paths["chart"]), baseline))
             report["report_files"] = paths
-            _write(paths["json"], sr.render_json(report))
+            _write(paths["json"], report_writer.render_json(report))
         except OSError as exc:
             raise AnsibleActionFail("cannot write the smoke reports to %s: %s" % (report_dir, to_native(exc)))
 

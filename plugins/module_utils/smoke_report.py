@@ -15,17 +15,19 @@ from __future__ import absolute_import, division, print_function
 import json
 import math
 import re
-from xml.sax.saxutils import escape, quoteattr
+from xml.sax.saxutils import escape
 
 try:
     from ansible_collections.gpufleet.cluster.plugins.module_utils.nccl_tests import (
         bus_factor, parse_nccl_tests)
     from ansible_collections.gpufleet.cluster.plugins.module_utils.gpu_models import lookup_model
     from ansible_collections.gpufleet.cluster.plugins.module_utils.gpu_peaks import peak_tflops
+    from ansible_collections.gpufleet.cluster.plugins.module_utils import report_writer
 except ImportError:  # pragma: no cover - loaded by path from tests/gpu without the collection
     from nccl_tests import bus_factor, parse_nccl_tests  # type: ignore
     from gpu_models import lookup_model  # type: ignore
     from gpu_peaks import peak_tflops  # type: ignore
+    import report_writer  # type: ignore
 
 __metaclass__ = type
 
@@ -914,44 +916,18 @@ def evaluate(report, thresholds, baseline=None, tolerance=DEFAULT_TOLERANCE, exp
 # rendering
 
 
-def render_json(report):
-    return json.dumps(report, indent=2, sort_keys=False, default=str) + "\n"
+def junit_cases(report):
+    """The verdict's checks as report cases: a check's message is its detail whatever its status."""
+    return [report_writer.make_case(c["name"], c["status"], c["message"], c["message"]) for c in report["verdict"]["checks"]]
 
 
 def render_junit(report):
     """JUnit XML: one test case per check; fail -> <failure>, skip -> <skipped>."""
-    checks = report["verdict"]["checks"]
-    failures = sum(1 for c in checks if c["status"] == "fail")
-    skipped = sum(1 for c in checks if c["status"] == "skip")
-    suite = "gpufleet.smoke.%s" % slug(report["cluster"])
-    lines = ['<?xml version="1.0" encoding="UTF-8"?>',
-             '<testsuites name="gpufleet smoke" tests="%d" failures="%d" skipped="%d">' % (len(checks), failures, skipped),
-             '  <testsuite name=%s tests="%d" failures="%d" errors="0" skipped="%d">' % (
-                 quoteattr(suite), len(checks), failures, skipped),
-             '    <properties>']
     props = [("backend", report["backend"]), ("world_size", report["world_size"]), ("nnodes", report["nnodes"]),
              ("hardware_key", report["hardware_key"])]
     props += [("version." + k, v) for k, v in sorted((report.get("versions") or {}).items()) if v]
-    for key, value in props:
-        lines.append('      <property name=%s value=%s/>' % (quoteattr(str(key)), quoteattr(str(value))))
-    lines.append('    </properties>')
-    for c in checks:
-        head = '    <testcase classname=%s name=%s time="0"' % (quoteattr(suite), quoteattr(c["name"]))
-        if c["status"] == "fail":
-            lines.append(head + ">")
-            lines.append('      <failure message=%s type="SmokeCheckFailed">%s</failure>' % (
-                quoteattr(c["message"]), escape(c["message"])))
-            lines.append("    </testcase>")
-        elif c["status"] == "skip":
-            lines.append(head + ">")
-            lines.append('      <skipped message=%s/>' % quoteattr(c["message"]))
-            lines.append("    </testcase>")
-        else:
-            lines.append(head + ">")
-            lines.append('      <system-out>%s</system-out>' % escape(c["message"]))
-            lines.append("    </testcase>")
-    lines += ["  </testsuite>", "</testsuites>", ""]
-    return "\n".join(lines)
+    return report_writer.render_junit("gpufleet.smoke.%s" % slug(report["cluster"]), junit_cases(report),
+                                      title="gpufleet smoke", properties=props, failure_type="SmokeCheckFailed")
 
 
 def _nice_step(span, target=5):
@@ -1049,10 +1025,9 @@ def render_markdown(report, chart_file="smoke_busbw.svg", baseline=None):
         "| driver / CUDA | %s / %s |" % (ver.get("driver") or "-", ver.get("cuda") or "-"),
         "| NCCL / torch | %s / %s |" % (ver.get("nccl") or "-", ver.get("torch") or "-"),
         "",
-        "## Checks", "", "| check | result | detail |", "|---|---|---|",
+        "## Checks", "",
     ]
-    for c in v["checks"]:
-        lines.append("| %s | %s | %s |" % (c["name"], c["status"].upper(), c["message"].replace("|", "\\|")))
+    lines += report_writer.markdown_case_table(junit_cases(report))
     lines.append("")
     if report.get("missing_nodes"):
         lines += ["## Nodes that did not take part", ""]

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from ansible_collections.gpufleet.cluster.plugins.module_utils import smoke_report as sr
+from ansible_collections.gpufleet.cluster.plugins.module_utils import report_writer, smoke_report as sr
 
 _REPO = Path(__file__).resolve().parents[3]
 
@@ -110,7 +110,7 @@ def test_standalone_two_processes_and_reports(tmp_path):
     assert report["sweep"]["bus_factor"] == 1.0
     for row in report["sweep"]["rows"]:
         assert row["busbw_gbps"] == row["algbw_gbps"] * (2 * (2 - 1) / 2)
-    (tmp_path / "smoke.json").write_text(sr.render_json(report))
+    (tmp_path / "smoke.json").write_text(report_writer.render_json(report))
     (tmp_path / "smoke.junit.xml").write_text(sr.render_junit(report))
     (tmp_path / "smoke_busbw.svg").write_text(sr.render_svg(report))
     (tmp_path / "smoke.md").write_text(sr.render_markdown(report))

@@ -5,7 +5,7 @@ import xml.etree.ElementTree as ET
 
 import pytest
 
-from ansible_collections.gpufleet.cluster.plugins.module_utils import smoke_report as sr
+from ansible_collections.gpufleet.cluster.plugins.module_utils import report_writer, smoke_report as sr
 from fixtures_path import FIXTURES
 
 HOSTS = ["node1", "node2", "node3"]
@@ -326,7 +326,7 @@ def test_renderings():
     assert len(polylines) == 2 and len(polylines[0].get("points").split()) == 4
     md = sr.render_markdown(report, "smoke_busbw.svg", base)
     assert "FAILED" in md and "![busbw vs message size](smoke_busbw.svg)" in md and "**gloo**" in md
-    doc = json.loads(sr.render_json(report))
+    doc = json.loads(report_writer.render_json(report))
     assert doc["verdict"]["passed"] is False and doc["backend"] == "gloo"
 
 
@@ -334,7 +334,7 @@ def test_report_is_json_serialisable_without_result():
     report = sr.build_report("x", ["a"], {}, {}, "gloo")
     _judge(report)
     assert not report["verdict"]["passed"]
-    json.loads(sr.render_json(report))
+    json.loads(report_writer.render_json(report))
     ET.fromstring(sr.render_svg(report))
     assert copy.deepcopy(report)["missing_nodes"][0]["node"] == "a"
 
@@ -411,7 +411,7 @@ def test_row_with_time_zero_fails_instead_of_crashing():
     assert "1024 B (time_us is 0.0)" in _message(report, "sweep_rows")
     assert report["sweep"]["rows"][1]["busbw_gbps"] is None
     assert report["sweep"]["busbw_large_gbps"] is not None  # the other rows still count
-    json.loads(sr.render_json(report))
+    json.loads(report_writer.render_json(report))
     ET.fromstring(sr.render_svg(report))
     sr.render_markdown(report)
 
@@ -519,7 +519,7 @@ def test_broken_baseline_fails_with_its_reason_and_renders(name):
     ET.fromstring(sr.render_junit(report))
     ET.fromstring(sr.render_svg(report))
     assert "cannot be used" in sr.render_markdown(report)
-    json.loads(sr.render_json(report))
+    json.loads(report_writer.render_json(report))
 
 
 def test_good_baseline_still_passes_and_round_trips():
