@@ -21,6 +21,7 @@ from ansible.module_utils.common.text.converters import to_native
 from ansible.plugins.action import ActionBase
 
 from ansible_collections.gpufleet.cluster.plugins.module_utils import report_writer, smoke_report as sr
+from ansible_collections.gpufleet.cluster.plugins.module_utils import smoke_parse as sp, smoke_render as srd, smoke_verdict as sv
 
 __metaclass__ = type
 
@@ -100,8 +101,8 @@ class ActionModule(ActionBase):
         if not report["verdict"]["passed"]:
             report["notes"].append("baseline not stored: the run failed")
             return False
-        document = sr.make_baseline(report)
-        problems = sr.baseline_problems(document, report)
+        document = sv.make_baseline(report)
+        problems = sv.baseline_problems(document, report)
         if problems:
             report["notes"].append("baseline not stored: %s" % "; ".join(problems))
             return False
@@ -141,8 +142,8 @@ class ActionModule(ActionBase):
         baseline_dir = args["baseline_dir"]
         baseline_path = os.path.join(baseline_dir, sr.baseline_filename(args["cluster"], report["hardware_key"]))
         baseline, baseline_error = read_baseline(baseline_path)
-        thresholds = sr.resolve_thresholds(report, args["thresholds"], args["rdma_gbps_per_node"])
-        sr.evaluate(report, thresholds, baseline=baseline, tolerance=args["tolerance"],
+        thresholds = sv.resolve_thresholds(report, args["thresholds"], args["rdma_gbps_per_node"])
+        sv.evaluate(report, thresholds, baseline=baseline, tolerance=args["tolerance"],
                     expect_rdma=args["expect_rdma"], sim=args["sim"],
                     allow_socket_transport=args["allow_socket_transport"],
                     allow_no_busbw_floor=args["allow_no_busbw_floor"], baseline_error=baseline_error)
@@ -162,9 +163,9 @@ class ActionModule(ActionBase):
                 "markdown": os.path.join(report_dir, "smoke.md"),
                 "chart": os.path.join(report_dir, "smoke_busbw.svg"),
             }
-            _write(paths["chart"], sr.render_svg(report, baseline))
-            _write(paths["junit"], sr.render_junit(report))
-            _write(paths["markdown"], sr.render_markdown(report, os.path.basename(paths["chart"]), baseline))
+            _write(paths["chart"], srd.render_svg(report, baseline))
+            _write(paths["junit"], srd.render_junit(report))
+            _write(paths["markdown"], srd.render_markdown(report, os.path.basename(paths["chart"]), baseline))
             report["report_files"] = paths
             _write(paths["json"], report_writer.render_json(report))
         except OSError as exc:
@@ -187,7 +188,7 @@ class ActionModule(ActionBase):
         })
         if verdict["passed"]:
             result["msg"] = "smoke test passed: %s ranks on %d node(s), backend %s, large-message busbw %s GB/s" % (
-                report["world_size"], report["nnodes"], report["backend"], sr._fmt(sweep.get("busbw_large_gbps"), 3))
+                report["world_size"], report["nnodes"], report["backend"], sp._fmt(sweep.get("busbw_large_gbps"), 3))
         else:
             result["msg"] = "smoke test FAILED: " + " | ".join(verdict["reasons"])
             if args["fail_on_failure"]:

@@ -59,7 +59,7 @@ def test_each_stage_writes_a_junit_file(stage):
     if stage == "smoke":
         assert any("gpufleet.cluster.smoke_report" in task for task in _tasks(role))
         action = (REPO / "plugins" / "action" / "smoke_report.py").read_text()
-        assert '"%s"' % junit in action and "sr.render_junit(report)" in action
+        assert '"%s"' % junit in action and "srd.render_junit(report)" in action
         return
     writers = [task["ansible.builtin.copy"] for task in _tasks(role)
                if str((task.get("ansible.builtin.copy") or {}).get("dest", "")).endswith("/" + junit)]
