@@ -137,6 +137,17 @@ def render_markdown(report, chart_file="smoke_busbw.svg", baseline=None):
         lines += ["## Nodes that did not take part", ""]
         lines += ["- **%s**: %s" % (m["node"], m["reason"]) for m in report["missing_nodes"]]
         lines.append("")
+    lines += _markdown_sweep(report, chart_file, baseline)
+    lines += _markdown_training(report)
+    lines += _markdown_baseline(report)
+    lines += _markdown_nodes(report)
+    for note in report.get("notes") or []:
+        lines.append("> %s" % note)
+    return "\n".join(lines) + "\n"
+
+
+def _markdown_sweep(report, chart_file, baseline):
+    lines = []
     sweep = report.get("sweep")
     if sweep:
         base = {}
@@ -154,6 +165,11 @@ def render_markdown(report, chart_file="smoke_busbw.svg", baseline=None):
                 human_bytes(r["size_bytes"]), _fmt(r["time_us"], 1), _fmt(r["algbw_gbps"], 3), _fmt(r["busbw_gbps"], 3),
                 r.get("wrong"), _fmt(base.get(r["size_bytes"]), 3)))
         lines.append("")
+    return lines
+
+
+def _markdown_training(report):
+    lines = []
     t = report.get("training")
     if t:
         hp = report.get("hparams") or {}
@@ -175,6 +191,11 @@ def render_markdown(report, chart_file="smoke_busbw.svg", baseline=None):
                 "%.4f %%" % (mfu["value"] * 100) if mfu["value"] is not None else "not computed",
                 _fmt(mfu["model_tflops"], 4), mfu["dtype"], mfu["gpus"], _fmt(mfu["peak_tflops_per_gpu"], 1),
                 ": %s" % mfu["reason"] if mfu["reason"] else ""), ""]
+    return lines
+
+
+def _markdown_baseline(report):
+    lines = []
     b = report.get("baseline") or {}
     if b.get("comparison"):
         lines += ["## Baseline", "", "| metric | this run | baseline | change |", "|---|---:|---:|---:|"]
@@ -182,12 +203,14 @@ def render_markdown(report, chart_file="smoke_busbw.svg", baseline=None):
             change = "-" if c["change"] is None else "%+.1f %%" % (c["change"] * 100)
             lines.append("| %s | %s | %s | %s |" % (c["metric"], _fmt(c["current"], 3), _fmt(c["baseline"], 3), change))
         lines.append("")
-    lines += ["## Nodes", "", "| node | address | procs | status | GPUs | inter-node | detail |", "|---|---|---:|---|---:|---|---|"]
+    return lines
+
+
+def _markdown_nodes(report):
+    lines = ["## Nodes", "", "| node | address | procs | status | GPUs | inter-node | detail |", "|---|---|---:|---|---:|---|---|"]
     for n in report["nodes"]:
         lines.append("| %s | %s | %s | %s | %s | %s | %s |" % (
             n["name"], n.get("address") or "-", n.get("nproc") or "-", n["status"], _fmt(n.get("gpu_count")),
             n.get("inter_node") or "-", (n.get("error") or "").replace("|", "\\|")))
     lines.append("")
-    for note in report.get("notes") or []:
-        lines.append("> %s" % note)
-    return "\n".join(lines) + "\n"
+    return lines
