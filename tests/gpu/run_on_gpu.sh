@@ -9,7 +9,7 @@
 # 3. runs the smoke job through the same launcher the role uses (single node: no roll call, c10d
 #    rendezvous on 127.0.0.1), backend nccl, one process per GPU, sweep 8 B .. 1 GiB, NCCL_DEBUG=INFO;
 # 4. builds smoke.json / smoke.junit.xml / smoke.md / smoke_busbw.svg with the same pure functions
-#    the controller uses (plugins/module_utils/smoke_report.py) under $OUT/reports;
+#    the controller uses (plugins/module_utils/smoke_{report,verdict,render}.py) under $OUT/reports;
 # 5. with ansible present, also runs playbooks/smoke_test.yml against localhost (connection local).
 #
 # Knobs: GPUFLEET_GPU_PYTHON (a python whose torch has CUDA; default: the first of .venv/bin/python,
