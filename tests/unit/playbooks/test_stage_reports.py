@@ -48,8 +48,7 @@ def _roles_of(playbook):
 
 def _tasks(role):
     for path in sorted((REPO / "roles" / role / "tasks").glob("*.yml")):
-        for item in _walk(yaml.safe_load(path.read_text()) or []):
-            yield item
+        yield from _walk(yaml.safe_load(path.read_text()) or [])
 
 
 @pytest.mark.parametrize("stage", sorted(STAGES))

@@ -10,7 +10,6 @@ import json
 import os
 import subprocess
 import sys
-from pathlib import Path
 
 from test_gpu_benchmark_compute import BIN, REPO, hardware, sim_node
 

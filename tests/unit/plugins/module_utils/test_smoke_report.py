@@ -5,7 +5,8 @@ import xml.etree.ElementTree as ET
 
 import pytest
 
-from ansible_collections.gpufleet.cluster.plugins.module_utils import report_writer, smoke_parse as sp, smoke_render as srd, smoke_report as sr, smoke_verdict as sv
+from ansible_collections.gpufleet.cluster.plugins.module_utils import report_writer, smoke_parse as sp, smoke_render as srd
+from ansible_collections.gpufleet.cluster.plugins.module_utils import smoke_report as sr, smoke_verdict as sv
 from fixtures_path import FIXTURES
 
 HOSTS = ["node1", "node2", "node3"]
