@@ -136,10 +136,6 @@ def render_junit(suite, cases, title=None, properties=None, failure_type="CheckF
     return "\n".join(lines)
 
 
-def _cell(text):
-    return " ".join(str(text).replace("|", "\\|").split())
-
-
 def markdown_case_table(cases, head="check"):
     """The Markdown table of the cases (``| check | result | detail |``), one row per case."""
     lines = ["| %s | result | detail |" % head, "|---|---|---|"]
@@ -148,19 +144,6 @@ def markdown_case_table(cases, head="check"):
         detail = (case["message"] or case["output"]).replace("|", "\\|").replace("\n", "; ")
         lines.append("| %s | %s | %s |" % (case["name"], case["status"].upper(), detail))
     return lines
-
-
-def render_markdown(title, cases):
-    """A Markdown report: the title with the overall result, what failed or was not checked, the cases."""
-    statuses = {c["status"] for c in cases}
-    overall = "FAILED" if "fail" in statuses else ("NOT FULLY CHECKED" if "skip" in statuses or not cases else "PASSED")
-    lines = ["# %s - %s" % (title, overall), ""]
-    for label, status in (("Failed", "fail"), ("Not checked", "skip")):
-        picked = [c for c in cases if c["status"] == status]
-        if picked:
-            lines += ["**%s:**" % label, ""] + ["- %s: %s" % (c["name"], _cell(c["message"])) for c in picked] + [""]
-    lines += markdown_case_table(cases) + [""]
-    return "\n".join(lines)
 
 
 def report_dir(configured, environ, cwd):

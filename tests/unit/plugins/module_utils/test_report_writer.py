@@ -78,8 +78,8 @@ def test_not_checked_entries_are_never_rendered_as_a_pass():
     # A check not checked on a node with only warnings stays skipped, not passed.
     cases = rw.findings_cases(findings, ["node1"], ["bandwidth"], {"node1": [{"check": "bandwidth", "reason": "r"}]})
     assert [c["status"] for c in cases] == ["skip"]
-    markdown = rw.render_markdown("Bandwidth", rw.findings_cases([], ["node1"], nodes_not_checked=["node2"]))
-    assert markdown.startswith("# Bandwidth - NOT FULLY CHECKED") and "| node2 | SKIP |" in markdown
+    table = rw.markdown_case_table(rw.findings_cases([], ["node1"], nodes_not_checked=["node2"]))
+    assert "| node1 | PASS | pass |" in table and "| node2 | SKIP | not checked: not checked |" in table
 
 
 def test_cluster_wide_findings_get_a_case_of_their_own():
@@ -104,13 +104,10 @@ def test_junit_properties_and_escaping():
     assert by_name["a<b"].find("failure").text == "x < y"
 
 
-def test_markdown_lists_failures_and_escapes_cells():
-    cases = [rw.make_case("node1", "fail", "A|B: broke", "A|B: broke\nC: too"), rw.make_case("node2", "pass", "", "pass")]
-    markdown = rw.render_markdown("Health", cases)
-    assert markdown.startswith("# Health - FAILED\n")
-    assert "- node1: A\\|B: broke" in markdown
-    assert "| node1 | FAIL | A\\|B: broke |" in markdown and "| node2 | PASS | pass |" in markdown
-    assert rw.render_markdown("Health", [rw.make_case("node2", "pass", "", "pass")]).startswith("# Health - PASSED")
+def test_markdown_table_escapes_cells_and_keeps_one_line_per_case():
+    cases = [rw.make_case("node1", "fail", "A|B: broke", "A|B: broke\nC: too"), rw.make_case("node2", "pass", "", "W\nX")]
+    table = rw.markdown_case_table(cases, head="node")
+    assert table == ["| node | result | detail |", "|---|---|---|", "| node1 | FAIL | A\\|B: broke |", "| node2 | PASS | W; X |"]
 
 
 def test_json_keeps_the_stage_key_order():
