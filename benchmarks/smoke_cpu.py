@@ -20,7 +20,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "collections"))
 
-from ansible_collections.gpufleet.cluster.plugins.module_utils import smoke_report as sr  # noqa: E402
+from ansible_collections.gpufleet.cluster.plugins.module_utils import smoke_parse as sp, smoke_report as sr, smoke_verdict as sv  # noqa: E402
 
 JOB = REPO / "roles" / "smoke_test" / "files" / "gpufleet_smoke.py"
 
@@ -78,14 +78,14 @@ def main():
                "nccl_lines": [], "log_tail": [], "result": res, "error": None}
         nodes = {"bench": {"address": "127.0.0.1", "nproc": args.nproc, "gpu": {}, "probe": {}}}
         report = sr.build_report("bench", ["bench"], nodes, {"bench": out}, "gloo")
-        sr.evaluate(report, sr.resolve_thresholds(report, {}))
+        sv.evaluate(report, sv.resolve_thresholds(report, {}))
         print("run %d: %d ranks, wall %.1f s (torchrun start -> init %.1f s, init+join %.1f s, sweep %.1f s, train %.1f s)" % (
             i + 1, res["world_size"], wall, stages.get("init", 0) - stages["launch"],
             stages.get("sweep", 0) - stages.get("init", 0), stages.get("train", 0) - stages.get("sweep", 0),
             stages.get("done", 0) - stages.get("train", 0)))
         print("  %12s %12s %12s %12s" % ("size", "time us", "algbw GB/s", "busbw GB/s"))
         for row in report["sweep"]["rows"]:
-            print("  %12s %12.1f %12.4f %12.4f" % (sr.human_bytes(row["size_bytes"]), row["time_us"], row["algbw_gbps"],
+            print("  %12s %12.1f %12.4f %12.4f" % (sp.human_bytes(row["size_bytes"]), row["time_us"], row["algbw_gbps"],
                                                    row["busbw_gbps"]))
         t = report["training"]
         print("  training: loss %.3f -> %.3f (drop %.2f), %.1f steps/s, %.0f samples/s, params in sync: %s"

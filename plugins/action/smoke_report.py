@@ -20,7 +20,8 @@ from ansible.errors import AnsibleActionFail
 from ansible.module_utils.common.text.converters import to_native
 from ansible.plugins.action import ActionBase
 
-from ansible_collections.gpufleet.cluster.plugins.module_utils import smoke_report as sr
+from ansible_collections.gpufleet.cluster.plugins.module_utils import report_writer, smoke_report as sr
+from ansible_collections.gpufleet.cluster.plugins.module_utils import smoke_parse as sp, smoke_render as srd, smoke_verdict as sv
 
 __metaclass__ = type
 
@@ -90,6 +91,48 @@ def read_baseline(path):
     return document, None
 
 
+def collect_nodes(hostvars, hosts, node_var):
+    """({host: node record}, {host: launcher output}, {host: nccl-tests log}) from what each node published."""
+    nodes, outputs, nccl_tests_logs = {}, {}, {}
+    for host in hosts:
+        try:
+            node = hostvars[host].get(node_var)
+        except KeyError:
+            node = None
+        if not node:
+            continue
+        node = dict(node)
+        if not node.get("ready", True):
+            # Unready nodes were left out of the launch; build_report names them from outputs.
+            outputs[host] = {"error": node.get("not_ready_reason") or "node not ready"}
+            continue
+        nodes[host] = node
+        outputs[host] = parse_launcher_output(node)
+        if node.get("nccl_tests_log") or node.get("nccl_tests_rc") not in (None, ""):
+            nccl_tests_logs[host] = {"text": node.get("nccl_tests_log") or "",
+                                     "rc": node.get("nccl_tests_rc")}
+    return nodes, outputs, nccl_tests_logs
+
+
+def write_reports(report, baseline, report_dir):
+    """smoke.json, smoke.junit.xml, smoke.md and smoke_busbw.svg; their paths land in report["report_files"]."""
+    try:
+        os.makedirs(report_dir, exist_ok=True)
+        paths = {
+            "json": os.path.join(report_dir, "smoke.json"),
+            "junit": os.path.join(report_dir, "smoke.junit.xml"),
+            "markdown": os.path.join(report_dir, "smoke.md"),
+            "chart": os.path.join(report_dir, "smoke_busbw.svg"),
+        }
+        _write(paths["chart"], srd.render_svg(report, baseline))
+        _write(paths["junit"], srd.render_junit(report))
+        _write(paths["markdown"], srd.render_markdown(report, os.path.basename(paths["chart"]), baseline))
+        report["report_files"] = paths
+        _write(paths["json"], report_writer.render_json(report))
+    except OSError as exc:
+        raise AnsibleActionFail("cannot write the smoke reports to %s: %s" % (report_dir, to_native(exc)))
+
+
 class ActionModule(ActionBase):
     TRANSFERS_FILES = False
     _requires_connection = False
@@ -100,8 +143,8 @@ class ActionModule(ActionBase):
         if not report["verdict"]["passed"]:
             report["notes"].append("baseline not stored: the run failed")
             return False
-        document = sr.make_baseline(report)
-        problems = sr.baseline_problems(document, report)
+        document = sv.make_baseline(report)
+        problems = sv.baseline_problems(document, report)
         if problems:
             report["notes"].append("baseline not stored: %s" % "; ".join(problems))
             return False
@@ -114,26 +157,8 @@ class ActionModule(ActionBase):
         result = super(ActionModule, self).run(tmp, task_vars)
         del tmp
         _validation, args = self.validate_argument_spec(argument_spec=_ARGS)
-        task_vars = task_vars or {}
-        hostvars = task_vars.get("hostvars", {})
-        nodes, outputs, nccl_tests_logs = {}, {}, {}
-        for host in args["hosts"]:
-            try:
-                node = hostvars[host].get(args["node_var"])
-            except KeyError:
-                node = None
-            if not node:
-                continue
-            node = dict(node)
-            if not node.get("ready", True):
-                outputs[host] = {"error": node.get("not_ready_reason") or "node not ready"}
-                continue
-            nodes[host] = node
-            outputs[host] = parse_launcher_output(node)
-            if node.get("nccl_tests_log") or node.get("nccl_tests_rc") not in (None, ""):
-                nccl_tests_logs[host] = {"text": node.get("nccl_tests_log") or "",
-                                         "rc": node.get("nccl_tests_rc")}
-        # Unready nodes were left out of the launch; build_report names them from outputs.
+        nodes, outputs, nccl_tests_logs = collect_nodes((task_vars or {}).get("hostvars", {}), args["hosts"],
+                                                        args["node_var"])
         report = sr.build_report(
             cluster=args["cluster"], expected=args["hosts"], nodes=nodes, outputs=outputs, backend=args["backend"],
             hparams=args["hparams"], config=args["config"], nccl_tests_logs=nccl_tests_logs,
@@ -141,8 +166,8 @@ class ActionModule(ActionBase):
         baseline_dir = args["baseline_dir"]
         baseline_path = os.path.join(baseline_dir, sr.baseline_filename(args["cluster"], report["hardware_key"]))
         baseline, baseline_error = read_baseline(baseline_path)
-        thresholds = sr.resolve_thresholds(report, args["thresholds"], args["rdma_gbps_per_node"])
-        sr.evaluate(report, thresholds, baseline=baseline, tolerance=args["tolerance"],
+        thresholds = sv.resolve_thresholds(report, args["thresholds"], args["rdma_gbps_per_node"])
+        sv.evaluate(report, thresholds, baseline=baseline, tolerance=args["tolerance"],
                     expect_rdma=args["expect_rdma"], sim=args["sim"],
                     allow_socket_transport=args["allow_socket_transport"],
                     allow_no_busbw_floor=args["allow_no_busbw_floor"], baseline_error=baseline_error)
@@ -153,23 +178,7 @@ class ActionModule(ActionBase):
         changed = False
         if args["store_baseline"]:
             changed = self._store_baseline(report, baseline_dir, baseline_path)
-        report_dir = args["report_dir"]
-        try:
-            os.makedirs(report_dir, exist_ok=True)
-            paths = {
-                "json": os.path.join(report_dir, "smoke.json"),
-                "junit": os.path.join(report_dir, "smoke.junit.xml"),
-                "markdown": os.path.join(report_dir, "smoke.md"),
-                "chart": os.path.join(report_dir, "smoke_busbw.svg"),
-            }
-            _write(paths["chart"], sr.render_svg(report, baseline))
-            _write(paths["junit"], sr.render_junit(report))
-            _write(paths["markdown"], sr.render_markdown(report, os.path.basename(paths["chart"]), baseline))
-            report["report_files"] = paths
-            _write(paths["json"], sr.render_json(report))
-        except OSError as exc:
-            raise AnsibleActionFail("cannot write the smoke reports to %s: %s" % (report_dir, to_native(exc)))
-
+        write_reports(report, baseline, args["report_dir"])
         verdict = report["verdict"]
         sweep = report.get("sweep") or {}
         result.update({
@@ -187,7 +196,7 @@ class ActionModule(ActionBase):
         })
         if verdict["passed"]:
             result["msg"] = "smoke test passed: %s ranks on %d node(s), backend %s, large-message busbw %s GB/s" % (
-                report["world_size"], report["nnodes"], report["backend"], sr._fmt(sweep.get("busbw_large_gbps"), 3))
+                report["world_size"], report["nnodes"], report["backend"], sp._fmt(sweep.get("busbw_large_gbps"), 3))
         else:
             result["msg"] = "smoke test FAILED: " + " | ".join(verdict["reasons"])
             if args["fail_on_failure"]:

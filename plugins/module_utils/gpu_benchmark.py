@@ -10,7 +10,7 @@ GPU, through mpirun or srun), or across a pair of nodes. Its output is parsed wi
 figure judged is the busbw of the large messages (the smoke job's ``large_message_bytes``), not the
 sweep average, which depends on where the sweep starts.
 
-Floors, the smoke job's (smoke_report.busbw_threshold) so both steps hold the GPUs to the same numbers:
+Floors, the smoke job's (smoke_verdict.busbw_threshold) so both steps hold the GPUs to the same numbers:
 
 - all_reduce in one node: the single-node table (Azure aznhc: 8x H100 >= 460 GB/s, ...);
 - all_reduce across nodes: 75 % of the slowest node's RDMA line rate, capped by the single-node floor;
@@ -27,8 +27,8 @@ from ansible_collections.gpufleet.cluster.plugins.module_utils.findings import m
 from ansible_collections.gpufleet.cluster.plugins.module_utils.gpu_models import lookup_model
 from ansible_collections.gpufleet.cluster.plugins.module_utils.nccl_tests import (
     large_message_busbw, normalize_collective, parse_nccl_tests)
-from ansible_collections.gpufleet.cluster.plugins.module_utils.smoke_report import (
-    LARGE_MESSAGE_BYTES, MULTI_NODE_EFFICIENCY, busbw_threshold)
+from ansible_collections.gpufleet.cluster.plugins.module_utils.smoke_report import LARGE_MESSAGE_BYTES
+from ansible_collections.gpufleet.cluster.plugins.module_utils.smoke_verdict import MULTI_NODE_EFFICIENCY, busbw_threshold
 
 
 def nccl_run_summary(log, rc, collective, expected_ranks=None, large_bytes=LARGE_MESSAGE_BYTES):

@@ -81,7 +81,6 @@ _RANK_RE = re.compile(r"^#\s+Rank\s+(\d+)\s+Group\s+\d+\s+Pid\s+\d+\s+on\s+(\S+)
 _AVG_RE = re.compile(r"^#\s*Avg bus bandwidth\s*:\s*([0-9.eE+-]+|nan|inf)", re.IGNORECASE)
 _OOB_RE = re.compile(r"^#\s*Out of bounds values\s*:\s*(\d+)\s*(OK|FAILED)?", re.IGNORECASE)
 _VERSION_RE = re.compile(r"^#\s*nccl-tests version\s+(\S+)(?:.*nccl-library=(\d+))?")
-_PARAMS_RE = re.compile(r"^#\s*nThread\s+(\d+)\s+nGpus\s+(\d+)\s+minBytes\s+(\d+)\s+maxBytes\s+(\d+)")
 
 
 def _num(token):
@@ -285,10 +284,3 @@ def large_message_busbw(test, min_size_bytes=None, top=None):
     values = [half["busbw_gbps"] for r in chosen for half in (r["out_of_place"], r["in_place"])
               if half.get("busbw_gbps") is not None]
     return max(values) if values else None
-
-
-def recompute_busbw(row_half, size_bytes, collective, nranks):
-    """busbw recomputed from the printed time (us), for cross-checking a parsed row."""
-    if row_half.get("time_us") in (None, 0):
-        return None
-    return busbw_gbps(size_bytes, row_half["time_us"] / 1.0e6, collective, nranks)

@@ -10,7 +10,7 @@ it. Each measuring step therefore also keeps one baseline per node and kind (``c
 GEMM and memory figures; ``nccl``: the node's nccl-tests busbw; ``links``: the node's pair-test figures
 against each peer, per tool and device pair), keyed by the node's hardware (GPU model and count; the
 network, tool and devices of its links). A stored baseline is checked exactly as the smoke job checks
-its own (smoke_report.document_problems / metric_problems: schema, finite positive metrics, the same
+its own (smoke_verdict.document_problems / metric_problems: schema, finite positive metrics, the same
 hardware key): a broken or foreign one fails with its reason, never passes. A metric the baseline has and
 this run did not measure regresses: the part it measured must still be there.
 """
@@ -20,8 +20,9 @@ from __future__ import annotations
 import json
 
 from ansible_collections.gpufleet.cluster.plugins.module_utils.findings import make_finding
-from ansible_collections.gpufleet.cluster.plugins.module_utils.smoke_report import (
-    DEFAULT_TOLERANCE, compare_metrics, document_problems, metric_problems, slug, _positive_number)
+from ansible_collections.gpufleet.cluster.plugins.module_utils.smoke_parse import slug
+from ansible_collections.gpufleet.cluster.plugins.module_utils.smoke_verdict import (
+    DEFAULT_TOLERANCE, compare_metrics, document_problems, metric_problems, _positive_number)
 
 SCHEMA = "gpufleet.node.baseline/1"
 REQUIRED_KEYS = ("schema", "node", "kind", "hardware_key", "metrics")

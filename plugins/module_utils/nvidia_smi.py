@@ -403,10 +403,9 @@ def _hex_id(value):
     return v if v.startswith("0x") else "0x" + v
 
 
-def _gpu(gpu, index):
-    bus_id = _val(gpu, "pci/pci_bus_id|bus_id") or gpu.attrs.get("id")
-    name = _val(gpu, "product_name")
-    pci_device_id = normalize_pci_device_id(_val(gpu, "pci/pci_device_id|device_id"))
+def _identity(gpu, name, pci_device_id):
+    """(model row or None, compute capability, its source, architecture, its source): nvidia-smi's own
+    word first, then the model table (by PCI device id, then name), then the capability's architecture."""
     model = None
     if pci_device_id:
         model = lookup_model(pci_device_id)
@@ -423,7 +422,10 @@ def _gpu(gpu, index):
         arch, arch_source = model["architecture"], "model_table"
     if arch is None and cc is not None:
         arch, arch_source = architecture_for_cc(cc), "compute_capability"
+    return model, cc, cc_source, arch, arch_source
 
+
+def _pcie(gpu):
     link = _get(gpu, "pci/pci_gpu_link_info|gpu_link_info")
     pcie = {
         "gen_current": to_int(_val(link, "pcie_gen/current_link_gen", "pcie_generation/current")) if link else None,
@@ -438,29 +440,45 @@ def _gpu(gpu, index):
             if _get(link, *paths) is not None:
                 pcie[key] = to_int(_val(link, *paths))
     pcie["replay_counter"] = to_int(_val(gpu, "pci/replay_counter|replays_since_reset"))
+    return pcie
 
+
+def _power(gpu):
+    """(power limit W, power draw W)."""
     power = _get(gpu, "gpu_power_readings", "power_readings")
+    if not power:
+        return None, None
     # R610 nests the limits under "GPU Ceiling Power Limit".
     power_limit = to_float(_val(power, "current_power_limit", "enforced_power_limit", "power_limit",
-                                "gpu_ceiling_power_limit/current_power_limit")) if power else None
+                                "gpu_ceiling_power_limit/current_power_limit"))
     power_draw = to_float(_val(power, "power_draw", "average_power_draw", "instant_power_draw",
-                               "instantaneous_power_draw")) if power else None
+                               "instantaneous_power_draw"))
+    return power_limit, power_draw
 
+
+def _fabric(gpu):
+    fab = _get(gpu, "fabric")
+    if fab is None:
+        return None
+    fabric = {
+        "state": _val(fab, "state"),
+        "status": _val(fab, "status"),
+        "clique_id": _val(fab, "cliqueid", "clique_id"),
+        "cluster_uuid": _val(fab, "clusteruuid", "cluster_uuid"),
+    }
+    if fabric["state"] is None and fabric["status"] is None:
+        return None
+    return fabric
+
+
+def _gpu(gpu, index):
+    bus_id = _val(gpu, "pci/pci_bus_id|bus_id") or gpu.attrs.get("id")
+    name = _val(gpu, "product_name")
+    pci_device_id = normalize_pci_device_id(_val(gpu, "pci/pci_device_id|device_id"))
+    model, cc, cc_source, arch, arch_source = _identity(gpu, name, pci_device_id)
+    power_limit, power_draw = _power(gpu)
     ecc_errors, ecc_detail = _ecc(gpu)
     active, reason_states = _clock_event_reasons(gpu)
-
-    fabric = None
-    fab = _get(gpu, "fabric")
-    if fab is not None:
-        fabric = {
-            "state": _val(fab, "state"),
-            "status": _val(fab, "status"),
-            "clique_id": _val(fab, "cliqueid", "clique_id"),
-            "cluster_uuid": _val(fab, "clusteruuid", "cluster_uuid"),
-        }
-        if fabric["state"] is None and fabric["status"] is None:
-            fabric = None
-
     reset = _get(gpu, "gpu_reset_status")
     mig_current = to_mode(_val(gpu, "mig_mode/current_mig|current"))
 
@@ -493,14 +511,14 @@ def _gpu(gpu, index):
         "ecc_errors_detail": ecc_detail,
         "retired_pages": _retired_pages(gpu),
         "remapped_rows": _remapped_rows(gpu),
-        "pcie": pcie,
+        "pcie": _pcie(gpu),
         "power_limit_w": power_limit,
         "power_draw_w": power_draw,
         "temperature_c": to_int(_val(gpu, "temperature/gpu_temp|gpu_current_temp")),
         "memory_temperature_c": to_int(_val(gpu, "temperature/memory_temp|memory_current_temp")),
         "clock_event_reasons_active": active,
         "clock_event_reasons": reason_states,
-        "fabric": fabric,
+        "fabric": _fabric(gpu),
         "gpu_recovery_action": _val(gpu, "gpu_recovery_action"),
         "reset_required": to_bool(_val(reset, "reset_required")) if reset is not None else None,
         "drain_and_reset_recommended": to_bool(_val(reset, "drain_and_reset_recommended")) if reset is not None else None,
@@ -590,6 +608,73 @@ def _split_cells(line, tabbed):
     return re.split(r"\s{2,}", line.strip())
 
 
+def _topo_matrix(lines, header_idx):
+    """(device columns, {row: {column: link type}}, {row: {attribute column: value}}) of the matrix."""
+    header = lines[header_idx]
+    tabbed = "\t" in header
+    cols = [c for c in _split_cells(header, tabbed) if c]
+    devices = [c for c in cols if " " not in c]
+    named = [c for c in cols if " " in c]
+    n_dev = len(devices)
+    matrix = {}
+    attrs = {}
+    for line in lines[header_idx + 1:]:
+        if not line.strip() or line.strip().startswith("Legend"):
+            break
+        cells = _split_cells(line, tabbed)
+        row = cells[0].strip()
+        rest = cells[1:]
+        links = rest[:n_dev]
+        tail = rest[n_dev:]
+        while len(tail) > len(named) and "" in tail:
+            tail.remove("")
+        tail = (tail + [""] * len(named))[:len(named)]
+        matrix[row] = {devices[j]: (links[j].strip() or None) if j < len(links) else None for j in range(n_dev)}
+        attrs[row] = dict(zip(named, tail))
+    return devices, matrix, attrs
+
+
+def _topo_legends(lines):
+    """({link type: meaning}, {NICn: device name}) from the Legend and NIC Legend below the matrix."""
+    legend = {}
+    nic_legend = {}
+    section = None
+    for line in lines:
+        s = line.strip()
+        if s.startswith("NIC Legend"):
+            section = "nic"
+            continue
+        if s.startswith("Legend"):
+            section = "legend"
+            continue
+        if section == "legend":
+            m = re.match(r"^(\S+)\s+=\s+(.*)$", s)
+            if m:
+                legend[m.group(1)] = m.group(2)
+        elif section == "nic":
+            m = re.match(r"^(NIC\d+):\s*(\S+)$", s)
+            if m:
+                nic_legend[m.group(1)] = m.group(2)
+    return legend, nic_legend
+
+
+def _topo_gpu(g, row, a, gpu_cols, nic_cols, nic_name):
+    nics = {nic_name(d): row.get(d) for d in nic_cols}
+    best = min((_link_rank(v) for v in nics.values()), default=99)
+    nearest = sorted(n for n, v in nics.items() if _link_rank(v) == best) if nics and best < 99 else []
+    return {
+        "name": g,
+        "index": int(g[3:]),
+        "cpu_affinity": clean(a.get("CPU Affinity")),
+        "numa_affinity": _num_or_str(a.get("NUMA Affinity")),
+        "gpu_numa_id": _num_or_str(a.get("GPU NUMA ID")),
+        "links": {d: row.get(d) for d in gpu_cols if d != g},
+        "nics": nics,
+        "nearest_nics": nearest,
+        "nearest_nic_link": nics[nearest[0]] if nearest else None,
+    }
+
+
 def parse_nvidia_smi_topo(text):
     """Parse ``nvidia-smi topo -m``.
 
@@ -609,76 +694,16 @@ def parse_nvidia_smi_topo(text):
             break
     if header_idx is None:
         raise NvidiaSmiParseError("no GPU0 header row in nvidia-smi topo output")
-    header = lines[header_idx]
-    tabbed = "\t" in header
-    cols = [c for c in _split_cells(header, tabbed) if c]
-    devices = [c for c in cols if " " not in c]
-    named = [c for c in cols if " " in c]
-    n_dev = len(devices)
-
-    matrix = {}
-    attrs = {}
-    for line in lines[header_idx + 1:]:
-        if not line.strip() or line.strip().startswith("Legend"):
-            break
-        cells = _split_cells(line, tabbed)
-        row = cells[0].strip()
-        rest = cells[1:]
-        links = rest[:n_dev]
-        tail = rest[n_dev:]
-        while len(tail) > len(named) and "" in tail:
-            tail.remove("")
-        tail = (tail + [""] * len(named))[:len(named)]
-        matrix[row] = {devices[j]: (links[j].strip() or None) if j < len(links) else None for j in range(n_dev)}
-        attrs[row] = dict(zip(named, tail))
-
-    legend = {}
-    nic_legend = {}
-    section = None
-    for line in lines[header_idx + 1:]:
-        s = line.strip()
-        if s.startswith("NIC Legend"):
-            section = "nic"
-            continue
-        if s.startswith("Legend"):
-            section = "legend"
-            continue
-        if section == "legend":
-            m = re.match(r"^(\S+)\s+=\s+(.*)$", s)
-            if m:
-                legend[m.group(1)] = m.group(2)
-        elif section == "nic":
-            m = re.match(r"^(NIC\d+):\s*(\S+)$", s)
-            if m:
-                nic_legend[m.group(1)] = m.group(2)
-
+    devices, matrix, attrs = _topo_matrix(lines, header_idx)
+    legend, nic_legend = _topo_legends(lines[header_idx + 1:])
     gpu_cols = [d for d in devices if re.match(r"^GPU\d+$", d)]
     nic_cols = [d for d in devices if d not in gpu_cols]
 
     def nic_name(col):
         return nic_legend.get(col, col)
 
-    gpus = []
-    link_types = set()
-    for g in gpu_cols:
-        row = matrix.get(g, {})
-        a = attrs.get(g, {})
-        peer = {d: row.get(d) for d in gpu_cols if d != g}
-        link_types.update(v for v in peer.values() if v)
-        nics = {nic_name(d): row.get(d) for d in nic_cols}
-        best = min((_link_rank(v) for v in nics.values()), default=99)
-        nearest = sorted(n for n, v in nics.items() if _link_rank(v) == best) if nics and best < 99 else []
-        gpus.append({
-            "name": g,
-            "index": int(g[3:]),
-            "cpu_affinity": clean(a.get("CPU Affinity")),
-            "numa_affinity": _num_or_str(a.get("NUMA Affinity")),
-            "gpu_numa_id": _num_or_str(a.get("GPU NUMA ID")),
-            "links": peer,
-            "nics": nics,
-            "nearest_nics": nearest,
-            "nearest_nic_link": nics[nearest[0]] if nearest else None,
-        })
+    gpus = [_topo_gpu(g, matrix.get(g, {}), attrs.get(g, {}), gpu_cols, nic_cols, nic_name) for g in gpu_cols]
+    link_types = {v for gpu in gpus for v in gpu["links"].values() if v}
     nics = [{"name": nic_name(d), "column": d, "links": matrix.get(d, {})} for d in nic_cols]
     return {
         "gpus": gpus,

@@ -1197,7 +1197,3 @@ def _raise_with_alternatives(rule, why, ctx, cuda_key=None):
         msg = "%s No CUDA toolkit in the compatibility data (%s) supports this hardware%s." % (
             why.rstrip(), ", ".join(_CUDA_KEYS), " with this torch release" if ctx.torch else "")
     raise StackError(rule, msg, alts)
-
-
-def all_rule_ids():
-    return sorted(_data.RULES)

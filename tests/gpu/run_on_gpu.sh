@@ -9,7 +9,7 @@
 # 3. runs the smoke job through the same launcher the role uses (single node: no roll call, c10d
 #    rendezvous on 127.0.0.1), backend nccl, one process per GPU, sweep 8 B .. 1 GiB, NCCL_DEBUG=INFO;
 # 4. builds smoke.json / smoke.junit.xml / smoke.md / smoke_busbw.svg with the same pure functions
-#    the controller uses (plugins/module_utils/smoke_report.py) under $OUT/reports;
+#    the controller uses (plugins/module_utils/smoke_{report,verdict,render}.py) under $OUT/reports;
 # 5. with ansible present, also runs playbooks/smoke_test.yml against localhost (connection local).
 #
 # Knobs: GPUFLEET_GPU_PYTHON (a python whose torch has CUDA; default: the first of .venv/bin/python,
@@ -113,7 +113,7 @@ say "launcher rc=$RC in $(( $(date +%s) - T0 )) s; torchrun log: $OUT/work/torch
 NODE="$NODE" NPROC="$NPROC" BACKEND="$BACKEND" OUT="$OUT" REPO="$REPO" "$PY" - <<'PYEOF' 2>&1 | tee -a "$LOG"
 import json, os, re, subprocess, sys
 sys.path.insert(0, os.path.join(os.environ["REPO"], "collections"))
-from ansible_collections.gpufleet.cluster.plugins.module_utils import smoke_report as sr
+from ansible_collections.gpufleet.cluster.plugins.module_utils import report_writer, smoke_render as srd, smoke_report as sr, smoke_verdict as sv
 
 out_dir, node, backend = os.environ["OUT"], os.environ["NODE"], os.environ["BACKEND"]
 try:
@@ -138,12 +138,12 @@ probe = json.load(open(os.path.join(out_dir, "probe.json")))
 nodes = {node: {"address": "127.0.0.1", "nproc": int(os.environ["NPROC"]), "gpu": gpu, "probe": probe}}
 report = sr.build_report("gpu-node", [node], nodes, {node: launcher}, backend,
                          notes=["tests/gpu/run_on_gpu.sh on %s" % node])
-sr.evaluate(report, sr.resolve_thresholds(report, {}))
+sv.evaluate(report, sv.resolve_thresholds(report, {}))
 rep = os.path.join(out_dir, "reports")
-open(os.path.join(rep, "smoke.json"), "w").write(sr.render_json(report))
-open(os.path.join(rep, "smoke.junit.xml"), "w").write(sr.render_junit(report))
-open(os.path.join(rep, "smoke.md"), "w").write(sr.render_markdown(report))
-open(os.path.join(rep, "smoke_busbw.svg"), "w").write(sr.render_svg(report))
+open(os.path.join(rep, "smoke.json"), "w").write(report_writer.render_json(report))
+open(os.path.join(rep, "smoke.junit.xml"), "w").write(srd.render_junit(report))
+open(os.path.join(rep, "smoke.md"), "w").write(srd.render_markdown(report))
+open(os.path.join(rep, "smoke_busbw.svg"), "w").write(srd.render_svg(report))
 sweep = report.get("sweep") or {}
 print("[run_on_gpu] verdict: %s; backend %s; world %s; nccl %s; transports %s; large busbw %s GB/s"
       % ("PASSED" if report["verdict"]["passed"] else "FAILED", report["backend"], report["world_size"],

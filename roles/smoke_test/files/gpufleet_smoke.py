@@ -133,6 +133,85 @@ def _parse_peers(text):
     return peers
 
 
+class _RollcallListener(object):
+    """Answers every peer's roll call with this node's name, and notes who called and when."""
+
+    def __init__(self, server, me, start):
+        self.server, self.me, self.start = server, me, start
+        self._heard_from = {}
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._serve, daemon=True)
+        self._thread.start()
+
+    def _serve(self):
+        while not self._stop.is_set():
+            try:
+                conn, _client = self.server.accept()
+            except socket.timeout:
+                continue
+            except OSError:
+                return
+            try:
+                conn.settimeout(2.0)
+                data = conn.recv(256).decode("utf-8", "replace").strip()
+                magic, _sep, who = data.partition(" ")
+                if magic == ROLLCALL_MAGIC:
+                    conn.sendall(("%s %s\n" % (ROLLCALL_MAGIC, self.me)).encode())
+                    with self._lock:
+                        self._heard_from[who] = round(time.monotonic() - self.start, 3)
+            except OSError:
+                pass
+            finally:
+                conn.close()
+
+    def heard_from(self):
+        with self._lock:
+            return dict(self._heard_from)
+
+    def close(self):
+        self._stop.set()
+        self._thread.join(timeout=1.0)
+        self.server.close()
+
+
+def _call_peer(me, my_addr, addr, port, left):
+    """The peer's answer to this node's roll call (raises OSError when it cannot be reached)."""
+    with socket.create_connection((addr, port), timeout=min(2.0, left), source_address=(my_addr, 0)) as conn:
+        conn.settimeout(min(2.0, max(left, 0.1)))
+        conn.sendall(("%s %s\n" % (ROLLCALL_MAGIC, me)).encode())
+        return conn.recv(256).decode("utf-8", "replace").strip()
+
+
+def _call_peers(me, names, others, port, deadline, start, listener):
+    """({peer: seconds when reached}, {peer: name it answered with, when not its own}, {peer: last error})."""
+    reached, wrong_name, errors = {}, {}, {}
+    pending = list(others)
+    while time.monotonic() < deadline:
+        for peer in list(pending):
+            left = deadline - time.monotonic()
+            if left <= 0:
+                break
+            try:
+                data = _call_peer(me, names[me], names[peer], port, left)
+            except OSError as exc:
+                errors[peer] = "%s:%s: %s" % (names[peer], port, exc)
+                continue
+            magic, _sep, who = data.partition(" ")
+            if magic != ROLLCALL_MAGIC:
+                errors[peer] = "unexpected answer %r" % data[:60]
+                continue
+            if who != peer:
+                wrong_name[peer] = who
+            reached[peer] = round(time.monotonic() - start, 3)
+            pending.remove(peer)
+        heard = listener.heard_from()
+        if not pending and all(o in heard for o in others):
+            break
+        time.sleep(0.2)
+    return reached, wrong_name, errors
+
+
 def rollcall(me, peers, port, timeout):
     """Every node must reach every other node within ``timeout`` seconds.
 
@@ -144,8 +223,6 @@ def rollcall(me, peers, port, timeout):
     others = [n for n, _addr in peers if n != me]
     deadline = time.monotonic() + timeout
     start = time.monotonic()
-    reached, heard_from, wrong_name, errors = {}, {}, {}, {}
-    lock = threading.Lock()
 
     server = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     server.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -157,63 +234,10 @@ def rollcall(me, peers, port, timeout):
                 "errors": {"bind": "cannot listen on %s:%s: %s" % (my_addr, port, exc)}}
     server.listen(64)
     server.settimeout(0.2)
-    stop = threading.Event()
-
-    def serve():
-        while not stop.is_set():
-            try:
-                conn, _client = server.accept()
-            except socket.timeout:
-                continue
-            except OSError:
-                return
-            try:
-                conn.settimeout(2.0)
-                data = conn.recv(256).decode("utf-8", "replace").strip()
-                magic, _sep, who = data.partition(" ")
-                if magic == ROLLCALL_MAGIC:
-                    conn.sendall(("%s %s\n" % (ROLLCALL_MAGIC, me)).encode())
-                    with lock:
-                        heard_from[who] = round(time.monotonic() - start, 3)
-            except OSError:
-                pass
-            finally:
-                conn.close()
-
-    thread = threading.Thread(target=serve, daemon=True)
-    thread.start()
-    pending = list(others)
-    while time.monotonic() < deadline:
-        for peer in list(pending):
-            left = deadline - time.monotonic()
-            if left <= 0:
-                break
-            try:
-                with socket.create_connection((names[peer], port), timeout=min(2.0, left),
-                                              source_address=(my_addr, 0)) as conn:
-                    conn.settimeout(min(2.0, max(left, 0.1)))
-                    conn.sendall(("%s %s\n" % (ROLLCALL_MAGIC, me)).encode())
-                    data = conn.recv(256).decode("utf-8", "replace").strip()
-                magic, _sep, who = data.partition(" ")
-                if magic != ROLLCALL_MAGIC:
-                    errors[peer] = "unexpected answer %r" % data[:60]
-                    continue
-                if who != peer:
-                    wrong_name[peer] = who
-                reached[peer] = round(time.monotonic() - start, 3)
-                pending.remove(peer)
-            except OSError as exc:
-                errors[peer] = "%s:%s: %s" % (names[peer], port, exc)
-        with lock:
-            all_heard = all(o in heard_from for o in others)
-        if not pending and all_heard:
-            break
-        time.sleep(0.2)
-    stop.set()
-    thread.join(timeout=1.0)
-    server.close()
-    with lock:
-        heard = dict(heard_from)
+    listener = _RollcallListener(server, me, start)
+    reached, wrong_name, errors = _call_peers(me, names, others, port, deadline, start, listener)
+    listener.close()
+    heard = listener.heard_from()
     view = {
         "node": me,
         "elapsed_s": round(time.monotonic() - start, 3),
@@ -795,6 +819,34 @@ def run_sweep(args, dist, torch, device, rank, world):
     return rows
 
 
+def _cross_rank_checks(dist, torch, model, losses, elapsed, device, world):
+    """(mean loss per step over the ranks, this rank's parameters, NaN/Inf count, max parameter difference
+    from rank 0, ranks out of sync, slowest rank's wall time): the same collectives, in the same order, on
+    every rank."""
+    local = torch.stack(losses).to(torch.float64)
+    mean_losses = local.clone()
+    dist.all_reduce(mean_losses)
+    mean_losses /= world
+    # NaN/Inf anywhere: local losses or parameters on any rank.
+    flat = torch.cat([p.detach().reshape(-1).to(torch.float64) for p in model.parameters()])
+    nonfinite_local = int((~torch.isfinite(local)).sum().item()) + int((~torch.isfinite(flat)).sum().item())
+    nonfinite = torch.tensor([nonfinite_local], dtype=torch.int64, device=device)
+    dist.all_reduce(nonfinite)
+    # Parameters identical on every rank: compare with rank 0's copy, bit for bit.
+    ref = flat.clone()
+    dist.broadcast(ref, src=0)
+    diff = torch.nan_to_num((flat - ref).abs(), nan=float("inf"))
+    max_diff = torch.tensor([float(diff.max().item()) if diff.numel() else 0.0], dtype=torch.float64, device=device)
+    dist.all_reduce(max_diff, op=dist.ReduceOp.MAX)
+    mismatched = torch.tensor([0 if torch.equal(flat, ref) else 1], dtype=torch.int64, device=device)
+    dist.all_reduce(mismatched)
+    step_times = torch.tensor([elapsed], dtype=torch.float64, device=device)
+    dist.all_reduce(step_times, op=dist.ReduceOp.MAX)
+    wall = float(step_times.item())
+    series = [float(v) for v in mean_losses.cpu().tolist()]
+    return series, flat, nonfinite, max_diff, mismatched, wall
+
+
 def run_training(args, dist, torch, device, rank, world):
     """DDP on synthetic data: a fixed random 'teacher' labels Gaussian inputs; the MLP must learn it."""
     from torch import nn  # pylint: disable=import-outside-toplevel
@@ -831,27 +883,8 @@ def run_training(args, dist, torch, device, rank, world):
     _sync(device)
     elapsed = time.perf_counter() - t0
     _stage(rank, "train:check")
-    local = torch.stack(losses).to(torch.float64)
-    mean_losses = local.clone()
-    dist.all_reduce(mean_losses)
-    mean_losses /= world
-    # NaN/Inf anywhere: local losses or parameters on any rank.
-    flat = torch.cat([p.detach().reshape(-1).to(torch.float64) for p in model.parameters()])
-    nonfinite_local = int((~torch.isfinite(local)).sum().item()) + int((~torch.isfinite(flat)).sum().item())
-    nonfinite = torch.tensor([nonfinite_local], dtype=torch.int64, device=device)
-    dist.all_reduce(nonfinite)
-    # Parameters identical on every rank: compare with rank 0's copy, bit for bit.
-    ref = flat.clone()
-    dist.broadcast(ref, src=0)
-    diff = torch.nan_to_num((flat - ref).abs(), nan=float("inf"))
-    max_diff = torch.tensor([float(diff.max().item()) if diff.numel() else 0.0], dtype=torch.float64, device=device)
-    dist.all_reduce(max_diff, op=dist.ReduceOp.MAX)
-    mismatched = torch.tensor([0 if torch.equal(flat, ref) else 1], dtype=torch.int64, device=device)
-    dist.all_reduce(mismatched)
-    step_times = torch.tensor([elapsed], dtype=torch.float64, device=device)
-    dist.all_reduce(step_times, op=dist.ReduceOp.MAX)
-    wall = float(step_times.item())
-    series = [float(v) for v in mean_losses.cpu().tolist()]
+    series, flat, nonfinite, max_diff, mismatched, wall = _cross_rank_checks(dist, torch, model, losses, elapsed,
+                                                                             device, world)
     k = max(1, args.steps // 10)
     first = sum(series[:k]) / k
     last = sum(series[-k:]) / k

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import hashlib
 import ipaddress
-from pathlib import Path
 
 from .util import run
 
@@ -164,7 +163,3 @@ def apply_link_slow(ns: str, rate: str = "10mbit") -> None:
 
 def clear_link_slow(ns: str) -> None:
     run(["ip", "netns", "exec", ns, "tc", "qdisc", "del", "dev", "eth0", "root"], check=False, capture=True)
-
-
-def netns_exists(ns: str) -> bool:
-    return Path(f"/run/netns/{ns}").exists()

@@ -42,16 +42,6 @@ def mount_overlay(paths: NodePaths, lowers: list[Path]) -> None:
          f"lowerdir={lowerdir},upperdir={paths.upper},workdir={paths.work}", paths.merged])
 
 
-def unmount(paths: NodePaths) -> None:
-    if paths.merged.exists():
-        # Submounts first (none are expected: nspawn's live in its own namespace).
-        out = run(["findmnt", "-rn", "-o", "TARGET"], capture=True).stdout.split()
-        for target in sorted((m for m in out if m == str(paths.merged) or m.startswith(str(paths.merged) + "/")),
-                             reverse=True):
-            if run(["umount", target], check=False, capture=True).returncode != 0:
-                run(["umount", "-l", target], check=False, capture=True)
-
-
 def os_release(os_info: dict) -> str:
     """/etc/os-release for the OS the node claims to be (from the repository manifest's `os`)."""
     if os_info["id"] == "ubuntu":

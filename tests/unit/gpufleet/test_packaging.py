@@ -18,7 +18,7 @@ FILTERS = ["homogeneity", "homogeneity_findings", "preflight_report", "preflight
            "preflight_failure_messages", "preflight_console", "nccl_env", "preflight_node_summary",
            "preflight_profile", "preflight_findings", "scale_hparams", "stack_plan", "bandwidth_verdict",
            "bandwidth_ring_links", "bandwidth_slow_links", "bandwidth_isolation_pairs", "bandwidth_confirm_pairs",
-           "bandwidth_pair_figures", "findings_junit"]
+           "bandwidth_pair_figures", "findings_junit", "report_dir"]
 
 
 def _copy_of_the_clone(work: Path) -> Path:

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from ansible_collections.gpufleet.cluster.plugins.module_utils import smoke_report as sr
+from ansible_collections.gpufleet.cluster.plugins.module_utils import report_writer, smoke_render as srd, smoke_report as sr, smoke_verdict as sv
 
 _REPO = Path(__file__).resolve().parents[3]
 
@@ -105,15 +105,15 @@ def test_standalone_two_processes_and_reports(tmp_path):
                        "probe": {"torch": res["versions"]["torch"], "cuda_device_count": 0}}}
     report = sr.build_report("quick", ["local"], nodes, {"local": out_doc}, "gloo",
                              hparams={"global_batch": 128, "lr": 0.05, "warnings": []})
-    sr.evaluate(report, sr.resolve_thresholds(report, {}))
+    sv.evaluate(report, sv.resolve_thresholds(report, {}))
     assert report["verdict"]["passed"], report["verdict"]["reasons"]
     assert report["sweep"]["bus_factor"] == 1.0
     for row in report["sweep"]["rows"]:
         assert row["busbw_gbps"] == row["algbw_gbps"] * (2 * (2 - 1) / 2)
-    (tmp_path / "smoke.json").write_text(sr.render_json(report))
-    (tmp_path / "smoke.junit.xml").write_text(sr.render_junit(report))
-    (tmp_path / "smoke_busbw.svg").write_text(sr.render_svg(report))
-    (tmp_path / "smoke.md").write_text(sr.render_markdown(report))
+    (tmp_path / "smoke.json").write_text(report_writer.render_json(report))
+    (tmp_path / "smoke.junit.xml").write_text(srd.render_junit(report))
+    (tmp_path / "smoke_busbw.svg").write_text(srd.render_svg(report))
+    (tmp_path / "smoke.md").write_text(srd.render_markdown(report))
     junit = ET.parse(tmp_path / "smoke.junit.xml").getroot()
     assert junit.find("testsuite").get("failures") == "0"
     assert ET.parse(tmp_path / "smoke_busbw.svg").getroot().find("{http://www.w3.org/2000/svg}polyline") is not None
@@ -219,7 +219,7 @@ def test_two_nodes_on_loopback(tmp_path):
     nodes = {n: {"address": a, "nproc": 1, "gpu": {"status": "no_driver"}, "probe": {"torch": "x", "cuda_device_count": 0}}
              for n, a in (("a", "127.0.0.1"), ("b", "127.0.0.2"))}
     report = sr.build_report("loop", ["a", "b"], nodes, outs, "gloo")
-    sr.evaluate(report, sr.resolve_thresholds(report, {}))
+    sv.evaluate(report, sv.resolve_thresholds(report, {}))
     assert report["verdict"]["passed"], report["verdict"]["reasons"]
     assert report["nodes_joined"] == res["nodes"] and report["missing_nodes"] == []
 
@@ -253,7 +253,7 @@ def test_node_that_never_starts_is_named_within_the_join_timeout(tmp_path):
     nodes = {"a": {"address": "127.0.0.1", "nproc": 1, "gpu": {}, "probe": {}},
              "b": {"address": "127.0.0.2", "nproc": 1, "gpu": {}, "probe": {}}}
     report = sr.build_report("loop", ["a", "b"], nodes, {"a": doc, "b": None}, "gloo")
-    sr.evaluate(report, sr.resolve_thresholds(report, {}))
+    sv.evaluate(report, sv.resolve_thresholds(report, {}))
     assert not report["verdict"]["passed"]
     assert [m["node"] for m in report["missing_nodes"]] == ["b"]
     assert "b:" in report["verdict"]["reasons"][0]

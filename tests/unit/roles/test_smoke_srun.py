@@ -26,7 +26,7 @@ import pytest
 import yaml
 from jinja2 import Environment
 
-from ansible_collections.gpufleet.cluster.plugins.module_utils import smoke_report as sr
+from ansible_collections.gpufleet.cluster.plugins.module_utils import smoke_report as sr, smoke_verdict as sv
 from smoke_play import free_port, output, run_role
 
 REPO = Path(__file__).resolve().parents[3]
@@ -204,7 +204,7 @@ def _report(doc, peers, launcher="srun"):
     nodes = {n: {"address": a, "nproc": 1, "gpu": {"status": "no_driver"}, "probe": {"torch": "x", "cuda_device_count": 0}}
              for n, a in peers}
     report = sr.build_report("loop", [n for n, _a in peers], nodes, doc["nodes"], "gloo", config={"launcher": launcher})
-    sr.evaluate(report, sr.resolve_thresholds(report, {}))
+    sv.evaluate(report, sv.resolve_thresholds(report, {}))
     return report
 
 

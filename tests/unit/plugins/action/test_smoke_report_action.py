@@ -120,13 +120,13 @@ CASES_PLAY = """
 def test_broken_baselines_fail_with_their_reason_and_never_crash_the_action(tmp_path):
     """Issue 25 F11: every broken baseline of the module_utils table, plus a file that is not JSON,
     read by the action itself (one play, one cluster name per case); a good one as the control."""
-    from ansible_collections.gpufleet.cluster.plugins.module_utils import smoke_report as sr
+    from ansible_collections.gpufleet.cluster.plugins.module_utils import smoke_report as sr, smoke_verdict as sv
     good_report = cases._baseline_case_report()
-    files = {name: json.dumps(spoil(sr.make_baseline(good_report)))
+    files = {name: json.dumps(spoil(sv.make_baseline(good_report)))
              for name, (spoil, _needle) in cases.BROKEN_BASELINES.items()}
     files["not_json"] = "{ this is not json"
     files["json_null"] = "null"
-    files["good"] = json.dumps(sr.make_baseline(good_report))
+    files["good"] = json.dumps(sv.make_baseline(good_report))
     (tmp_path / "baselines").mkdir(parents=True)
     for name, text in files.items():
         (tmp_path / "baselines" / sr.baseline_filename(name, good_report["hardware_key"])).write_text(text)

@@ -2,7 +2,7 @@
 
 import pytest
 
-from ansible_collections.gpufleet.cluster.plugins.module_utils import smoke_report as sr
+from ansible_collections.gpufleet.cluster.plugins.module_utils import smoke_render as srd, smoke_report as sr, smoke_verdict as sv
 
 # The smoke job's MLP 64-256-256-10: 6 x (64*256 + 256*256 + 256*10) FLOPs per sample.
 FLOPS = 6 * (64 * 256 + 256 * 256 + 256 * 10)
@@ -44,7 +44,7 @@ def test_the_report_and_its_markdown_carry_the_mfu():
              for i, n in enumerate(["node1", "node2"], 1)}
     report = sr.build_report("c", ["node1", "node2"], nodes, {"node1": out, "node2": dict(out, node="node2", result=None)},
                              "nccl")
-    sr.evaluate(report, sr.resolve_thresholds(report, {}))
+    sv.evaluate(report, sv.resolve_thresholds(report, {}))
     mfu = report["training"]["mfu"]
     assert mfu["value"] == pytest.approx(FLOPS * 2.0e6 / 1e12 / (67.0 * 16)) and mfu["dtype"] == "fp32"
-    assert "MFU: 0.0" in sr.render_markdown(report) and "x 67.0 TFLOPS dense datasheet peak" in sr.render_markdown(report)
+    assert "MFU: 0.0" in srd.render_markdown(report) and "x 67.0 TFLOPS dense datasheet peak" in srd.render_markdown(report)

@@ -5,7 +5,8 @@ import xml.etree.ElementTree as ET
 
 import pytest
 
-from ansible_collections.gpufleet.cluster.plugins.module_utils import smoke_report as sr
+from ansible_collections.gpufleet.cluster.plugins.module_utils import report_writer, smoke_parse as sp, smoke_render as srd
+from ansible_collections.gpufleet.cluster.plugins.module_utils import smoke_report as sr, smoke_verdict as sv
 from fixtures_path import FIXTURES
 
 HOSTS = ["node1", "node2", "node3"]
@@ -67,7 +68,7 @@ def _outputs(hosts, result=None, rc=0, nccl_lines=None, views=None):
 
 
 def _judge(report, baseline=None, overrides=None, **kw):
-    return sr.evaluate(report, sr.resolve_thresholds(report, overrides), baseline=baseline, **kw)
+    return sv.evaluate(report, sv.resolve_thresholds(report, overrides), baseline=baseline, **kw)
 
 
 def _message(report, name):
@@ -124,7 +125,7 @@ def test_cut_node_is_named_from_the_roll_call():
 def test_two_node_cut_names_the_link():
     hosts = ["a", "b"]
     views = {"a": _view("a", ["b"], reached=[], heard=[]), "b": _view("b", ["a"], reached=[], heard=[])}
-    found = sr.diagnose_rollcall(hosts, views)
+    found = sp.diagnose_rollcall(hosts, views)
     assert {f["node"] for f in found} == {"a", "b"}
 
 
@@ -155,18 +156,18 @@ def test_job_failure_after_roll_call_names_node_by_peer_address():
 def test_baseline_regression_names_metric_and_values():
     good = sr.build_report("simc", HOSTS, _nodes(HOSTS), _outputs(HOSTS, _result(HOSTS, gbps=1.0)), "gloo")
     _judge(good)
-    baseline = sr.make_baseline(good)
+    baseline = sv.make_baseline(good)
     baseline["metrics"]["busbw_large_gbps"] *= 1.5
     now = sr.build_report("simc", HOSTS, _nodes(HOSTS), _outputs(HOSTS, _result(HOSTS, gbps=1.0)), "gloo")
     _judge(now, baseline=baseline, tolerance=0.10)
     assert not now["verdict"]["passed"]
     (reason,) = now["verdict"]["reasons"]
     assert reason.startswith("baseline: busbw_large_gbps regressed:")
-    assert sr._fmt(now["sweep"]["busbw_large_gbps"], 3) in reason
-    assert sr._fmt(baseline["metrics"]["busbw_large_gbps"], 3) in reason
+    assert sp._fmt(now["sweep"]["busbw_large_gbps"], 3) in reason
+    assert sp._fmt(baseline["metrics"]["busbw_large_gbps"], 3) in reason
     # Within tolerance passes.
     ok = sr.build_report("simc", HOSTS, _nodes(HOSTS), _outputs(HOSTS, _result(HOSTS, gbps=0.95)), "gloo")
-    _judge(ok, baseline=sr.make_baseline(good), tolerance=0.10)
+    _judge(ok, baseline=sv.make_baseline(good), tolerance=0.10)
     assert ok["verdict"]["passed"], ok["verdict"]["reasons"]
     assert _status(ok)["baseline"] == "pass"
 
@@ -215,7 +216,7 @@ NCCL_ROCE = "x:1:1 [0] NCCL INFO NET/IB : Using [0]mlx5_0:1/RoCE [1]mlx5_1:1/RoC
 
 
 def test_parse_nccl_debug_ib():
-    info = sr.parse_nccl_debug(NCCL_IB)
+    info = sp.parse_nccl_debug(NCCL_IB)
     assert info["version"] == "2.18.3" and info["cuda"] == "12.2"
     assert info["networks"] == ["IB"]
     assert info["transports"] == ["NET/IB", "NVLS", "P2P"]
@@ -224,13 +225,13 @@ def test_parse_nccl_debug_ib():
 
 
 def test_parse_nccl_debug_socket_and_roce():
-    sock = sr.parse_nccl_debug(NCCL_SOCKET)
+    sock = sp.parse_nccl_debug(NCCL_SOCKET)
     assert sock["inter_node"] == "Socket" and sock["transports"] == ["NET/Socket", "SHM"]
     assert sock["warnings"] == ["NET/IB : No device found."]
     assert sock["socket_devices"] == ["eth0"]
-    roce = sr.parse_nccl_debug(NCCL_ROCE)
+    roce = sp.parse_nccl_debug(NCCL_ROCE)
     assert roce["inter_node"] == "RoCE" and roce["gdr"] is False
-    both = sr.parse_nccl_debug(NCCL_IB + NCCL_SOCKET)
+    both = sp.parse_nccl_debug(NCCL_IB + NCCL_SOCKET)
     assert both["inter_node"] == "Socket"  # one node on TCP drags the whole ring
 
 
@@ -262,15 +263,15 @@ def test_multinode_nccl_without_a_logged_transport_fails():
 
 
 def test_busbw_thresholds_per_hardware():
-    assert sr.busbw_threshold("h100-sxm5-80gb", 8, 1, "nccl")[0] == 460.0
-    assert sr.busbw_threshold("h200", 8, 1, "nccl")[0] == 431.0
-    assert sr.busbw_threshold("h100-sxm5-80gb", 1, 1, "nccl")[0] is None  # one rank: busbw 0 by definition
-    assert sr.busbw_threshold("h100-sxm5-80gb", 8, 4, "nccl", rdma_gbps_per_node=3200)[0] == pytest.approx(300.0)
-    assert sr.busbw_threshold("h100-sxm5-80gb", 8, 1, "gloo")[0] is None
+    assert sv.busbw_threshold("h100-sxm5-80gb", 8, 1, "nccl")[0] == 460.0
+    assert sv.busbw_threshold("h200", 8, 1, "nccl")[0] == 431.0
+    assert sv.busbw_threshold("h100-sxm5-80gb", 1, 1, "nccl")[0] is None  # one rank: busbw 0 by definition
+    assert sv.busbw_threshold("h100-sxm5-80gb", 8, 4, "nccl", rdma_gbps_per_node=3200)[0] == pytest.approx(300.0)
+    assert sv.busbw_threshold("h100-sxm5-80gb", 8, 1, "gloo")[0] is None
     report = _nccl_report({"n1": NCCL_IB.splitlines(), "n2": NCCL_IB.splitlines()})
-    th = sr.resolve_thresholds(report, {}, rdma_gbps_per_node=3200)
+    th = sv.resolve_thresholds(report, {}, rdma_gbps_per_node=3200)
     assert th["min_busbw_gbps"]["value"] == pytest.approx(300.0)
-    assert sr.resolve_thresholds(report, {"min_busbw_gbps": 123})["min_busbw_gbps"]["value"] == 123.0
+    assert sv.resolve_thresholds(report, {"min_busbw_gbps": 123})["min_busbw_gbps"]["value"] == 123.0
 
 
 def test_nccl_tests_log_becomes_a_check():
@@ -312,21 +313,21 @@ def test_crashed_or_unfinished_all_reduce_perf_fails():
 def test_renderings():
     good = sr.build_report("sim c", HOSTS, _nodes(HOSTS), _outputs(HOSTS, _result(HOSTS)), "gloo")
     _judge(good)
-    base = sr.make_baseline(good)
+    base = sv.make_baseline(good)
     report = sr.build_report("sim c", HOSTS, _nodes(HOSTS), _outputs(HOSTS, _result(HOSTS, gbps=0.5)), "gloo")
     _judge(report, baseline=base)
-    junit = ET.fromstring(sr.render_junit(report))
+    junit = ET.fromstring(srd.render_junit(report))
     cases = junit.findall(".//testcase")
     assert len(cases) == len(report["verdict"]["checks"])
     failed = [c.get("name") for c in cases if c.find("failure") is not None]
     assert failed == ["baseline"]
     assert junit.find("testsuite").get("failures") == "1"
-    svg = ET.fromstring(sr.render_svg(report, base))
+    svg = ET.fromstring(srd.render_svg(report, base))
     polylines = svg.findall("{http://www.w3.org/2000/svg}polyline")
     assert len(polylines) == 2 and len(polylines[0].get("points").split()) == 4
-    md = sr.render_markdown(report, "smoke_busbw.svg", base)
+    md = srd.render_markdown(report, "smoke_busbw.svg", base)
     assert "FAILED" in md and "![busbw vs message size](smoke_busbw.svg)" in md and "**gloo**" in md
-    doc = json.loads(sr.render_json(report))
+    doc = json.loads(report_writer.render_json(report))
     assert doc["verdict"]["passed"] is False and doc["backend"] == "gloo"
 
 
@@ -334,8 +335,8 @@ def test_report_is_json_serialisable_without_result():
     report = sr.build_report("x", ["a"], {}, {}, "gloo")
     _judge(report)
     assert not report["verdict"]["passed"]
-    json.loads(sr.render_json(report))
-    ET.fromstring(sr.render_svg(report))
+    json.loads(report_writer.render_json(report))
+    ET.fromstring(srd.render_svg(report))
     assert copy.deepcopy(report)["missing_nodes"][0]["node"] == "a"
 
 
@@ -411,9 +412,9 @@ def test_row_with_time_zero_fails_instead_of_crashing():
     assert "1024 B (time_us is 0.0)" in _message(report, "sweep_rows")
     assert report["sweep"]["rows"][1]["busbw_gbps"] is None
     assert report["sweep"]["busbw_large_gbps"] is not None  # the other rows still count
-    json.loads(sr.render_json(report))
-    ET.fromstring(sr.render_svg(report))
-    sr.render_markdown(report)
+    json.loads(report_writer.render_json(report))
+    ET.fromstring(srd.render_svg(report))
+    srd.render_markdown(report)
 
 
 def test_multinode_nccl_over_sockets_fails_unless_allowed_by_name():
@@ -447,10 +448,10 @@ def test_multinode_floor_comes_from_the_slowest_node_not_the_judge():
     """n1 (the host that judges, run_once) has 8x400 Gb/s up; n2 only 2x400: the floor follows n2."""
     report = _with_rdma(_nccl_report({"n1": NCCL_IB.splitlines(), "n2": NCCL_IB.splitlines()}),
                         {"n1": 3200, "n2": 800})
-    th = sr.resolve_thresholds(report, {})
+    th = sv.resolve_thresholds(report, {})
     assert th["min_busbw_gbps"]["value"] == pytest.approx(0.75 * 800 / 8)
     assert "800 Gb/s" in th["min_busbw_gbps"]["source"]
-    assert sr.cluster_rdma_gbps(report) == (800.0, [])
+    assert sv.cluster_rdma_gbps(report) == (800.0, [])
 
 
 # ------------------------------------------------------------------ broken baselines (issue 25, F11)
@@ -507,7 +508,7 @@ def test_broken_baseline_fails_with_its_reason_and_renders(name):
     spoil, needle = BROKEN_BASELINES[name]
     good = _baseline_case_report()
     # Through JSON, as the action reads it (NaN and Infinity included).
-    baseline = json.loads(json.dumps(spoil(sr.make_baseline(good))))
+    baseline = json.loads(json.dumps(spoil(sv.make_baseline(good))))
     report = _with_rdma(_nccl_report({"n1": NCCL_IB.splitlines(), "n2": NCCL_IB.splitlines()}),
                         {"n1": 3200, "n2": 3200})
     _judge(report, baseline=baseline)
@@ -516,16 +517,16 @@ def test_broken_baseline_fails_with_its_reason_and_renders(name):
     assert needle in _message(report, "baseline"), _message(report, "baseline")
     assert report["baseline"]["found"] and not report["baseline"]["usable"]
     assert report["baseline"]["comparison"] == []
-    ET.fromstring(sr.render_junit(report))
-    ET.fromstring(sr.render_svg(report))
-    assert "cannot be used" in sr.render_markdown(report)
-    json.loads(sr.render_json(report))
+    ET.fromstring(srd.render_junit(report))
+    ET.fromstring(srd.render_svg(report))
+    assert "cannot be used" in srd.render_markdown(report)
+    json.loads(report_writer.render_json(report))
 
 
 def test_good_baseline_still_passes_and_round_trips():
     good = _baseline_case_report()
-    stored = json.loads(json.dumps(sr.make_baseline(good)))
-    assert sr.baseline_problems(stored, good) == []
+    stored = json.loads(json.dumps(sv.make_baseline(good)))
+    assert sv.baseline_problems(stored, good) == []
     report = _with_rdma(_nccl_report({"n1": NCCL_IB.splitlines(), "n2": NCCL_IB.splitlines()}),
                         {"n1": 3200, "n2": 3200})
     _judge(report, baseline=stored)
@@ -546,24 +547,24 @@ def test_one_rank_baseline_keeps_only_figures_it_can_be_held_to():
     report = sr.build_report("simc", hosts, _nodes(hosts), _outputs(hosts, _result(hosts)), "gloo")
     _judge(report)
     assert report["sweep"]["busbw_large_gbps"] == 0
-    doc = sr.make_baseline(report)
+    doc = sv.make_baseline(report)
     assert list(doc["metrics"]) == ["samples_per_s"]
-    assert sr.baseline_problems(doc, report) == []
+    assert sv.baseline_problems(doc, report) == []
 
 
 def test_a_broken_measurement_is_no_match_for_the_baseline():
     good = _baseline_case_report()
-    baseline = sr.make_baseline(good)
+    baseline = sv.make_baseline(good)
     good["training"]["samples_per_s"] = float("nan")
     _judge(good, baseline=baseline)
     assert _status(good)["baseline"] == "fail"
     assert "samples_per_s regressed: this run measured nan" in _message(good, "baseline")
-    assert "| samples_per_s | nan |" in sr.render_markdown(good)
+    assert "| samples_per_s | nan |" in srd.render_markdown(good)
 
 
 def test_baseline_with_no_metric_this_run_measured_is_skipped_not_passed():
     good = _baseline_case_report()
-    baseline = sr.make_baseline(good)
+    baseline = sv.make_baseline(good)
     del baseline["metrics"]["busbw_large_gbps"]
     good["training"]["samples_per_s"] = None
     _judge(good, baseline=baseline)
