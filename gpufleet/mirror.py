@@ -27,7 +27,7 @@ from gpufleet.mirror_dnf import fetch_rpms, index_rpm_repo
 from gpufleet.mirror_repo import (CUDA_DIR, KEY_ASC, KEY_GPG, OS_DIR, VARS_FILE, WHEEL_DIR, Signer, Staging,
                                   checked_key, mirror_vars, write_archive_repo, write_flat_repo, write_manifest)
 from gpufleet.mirror_targets import (MirrorError, PlanOptions, Target, collect_inventory_facts, targets_from_facts,
-                                     targets_from_plans)
+                                     module_utils, targets_from_plans)
 from gpufleet.mirror_wheels import WheelSpec, check_pip, fetch_wheels, simple_index
 
 EXIT_OK, EXIT_ERROR = 0, 2
@@ -229,7 +229,11 @@ def apt_install_args(target: Target, sandbox: AptSandbox) -> list[str]:
     manager at the repository's build of the planned release, the toolkit, NCCL at its exact version, and the
     OS packages the roles install beside them (kernel headers, DKMS, python3-venv ...)."""
     stack = target.stack
-    requests = ([{"name": n, "version": stack.driver_version, "match": "upstream"} for n in stack.driver_names]
+    # As the driver role asks: a branch pinning package (nvidia-driver-pinning-595) at its branch, the others at
+    # the planned driver release.
+    pinning_branch = module_utils("driver_decision").pinning_branch
+    requests = ([{"name": n, "version": pinning_branch(n), "match": "branch"} if pinning_branch(n)
+                 else {"name": n, "version": stack.driver_version, "match": "upstream"} for n in stack.driver_names]
                 + [{"name": n, "version": "", "match": "any"} for n in stack.toolkit_names]
                 + [{"name": n, "version": stack.nccl_version, "match": "exact"} for n in stack.nccl_names])
     resolved = check_requests(sandbox, requests)

@@ -73,11 +73,17 @@ def test_four_rdma_nodes_name_the_slow_link_between_hcas_and_the_slow_gpu(sim_cl
         assert figure["rate_floor_gbps"] == 320.0, figure
         assert (figure["gbps"] < 320.0 * 0.05) == ("node3" in (figure["src"], figure["dst"])), figure
     compute = report(tmp_path / "r1", "compute.json", out)
-    assert compute["status"] == "pass" and compute["findings"] == [] and len(compute["gpus"]) == 32
+    assert compute["findings"] == [] and len(compute["gpus"]) == 32, compute["findings"]
+    # The replayed capture has no fp16 figure for the H100: said per GPU, so the step is not a pass.
+    assert compute["status"] == "not_checked" and compute["not_checked"], compute
+    assert {n["check"] for n in compute["not_checked"]} == {"fp16 GEMM"}, compute["not_checked"]
     assert {(g["gemm"]["bf16"]["peak_tflops"], g["memory"]["peak_gbps"]) for g in compute["gpus"]} == {(989.5, 3350.0)}
     # nccl-tests ran after the bandwidth step had failed node3: within, across and between the other three.
     nccl = report(tmp_path / "r1", "nccl_tests.json", out)
-    assert nccl["nodes"] == ["node1", "node2", "node4"] and nccl["status"] == "pass", (nccl["findings"], nccl["not_checked"])
+    assert nccl["nodes"] == ["node1", "node2", "node4"] and nccl["findings"] == [], nccl["findings"]
+    # No per-node baseline was stored yet: said for each node, never a pass on a missing comparison.
+    assert nccl["status"] == "not_checked" and {n["check"] for n in nccl["not_checked"]} == {"nccl baseline"}, \
+        nccl["not_checked"]
     assert [r["nodes"] for r in nccl["runs"]["single"]] == [["node1"], ["node2"], ["node4"]]
     assert nccl["runs"]["multi"]["nranks"] == 24 and nccl["runs"]["multi"]["busbw_gbps"] >= nccl["runs"]["multi"]["floor_gbps"]
     assert nccl["runs"]["pairs"] and all(p["busbw_gbps"] >= p["floor_gbps"] for p in nccl["runs"]["pairs"])
@@ -104,7 +110,7 @@ def test_four_rdma_nodes_name_the_slow_link_between_hcas_and_the_slow_gpu(sim_cl
                      ("node2", 0, "GPU_MEMORY_SLOW", "memory")], compute["findings"]
     bf16 = [f for f in compute["findings"] if f["metric"] == "bf16"][0]
     assert bf16["gpu_bus_id"] and "of the datasheet's 989.5 TFLOPS" in bf16["message"]
-    assert "GPU 0 (NVIDIA H100 80GB HBM3) bf16 GEMM" in out
+    assert "GPU 0 (NVIDIA H100 80GB HBM3) bf16 GEMM" in " ".join(out.split())
 
 
 def test_nodes_without_rdma_fall_back_to_iperf3_on_nccls_interface_and_report_cpu_figures(sim_cluster_factory, tmp_path):
@@ -118,7 +124,7 @@ def test_nodes_without_rdma_fall_back_to_iperf3_on_nccls_interface_and_report_cp
     bandwidth = report(tmp_path, "bandwidth.json", out)
     assert (bandwidth["network"], bandwidth["tool"]) == ("tcp", "iperf3"), bandwidth["why"]
     assert bandwidth["why"].startswith("TCP fallback: no Active RDMA port on node1 (")
-    assert bandwidth["note"].startswith("TCP FALLBACK, not RDMA") and "TCP FALLBACK, not RDMA" in out
+    assert bandwidth["note"].startswith("TCP FALLBACK, not RDMA") and "TCP FALLBACK, not RDMA" in " ".join(out.split())
     for node in cluster.nodes:
         tcp = bandwidth["endpoints"][node]["tcp"]
         assert (tcp["interface"], tcp["address"], tcp["source"]) == (
@@ -134,4 +140,5 @@ def test_nodes_without_rdma_fall_back_to_iperf3_on_nccls_interface_and_report_cp
     assert compute["gpus"] == [] and sorted(c["node"] for c in compute["cpus"]) == cluster.nodes
     assert compute["status"] == "not_checked" and compute["findings"] == []
     assert all(c["gemm"]["fp32"]["tflops"] > 0 and c["gemm"]["fp32"]["peak_tflops"] is None for c in compute["cpus"])
-    assert "CPU (" in out and "not compared with a GPU datasheet" in out
+    # The console wraps long messages: read it with its whitespace collapsed.
+    assert "CPU (" in out and "not compared with a GPU datasheet" in " ".join(out.split())

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from gpufleet.mirror import apt_install_args
 from gpufleet.mirror_targets import (MirrorError, Pins, PlanOptions, RoleValues, cuda_repository, load_plans,
                                      read_plan, targets_from_facts, targets_from_plans)
 
@@ -194,3 +195,33 @@ def test_nodes_that_differ_are_resolved_apart():
 def test_a_command_line_repository_replaces_the_inventorys_under_the_same_layout():
     targets = targets_from_facts({"node1": _record()}, PlanOptions(cuda_repo_url="http://site/cuda"))
     assert targets[0].cuda.url == "http://site/cuda/ubuntu2204/x86_64/"
+
+
+class _OfferingSandbox:
+    """What apt-cache would say of a repository that carries R595 with its branch pinning package."""
+
+    OFFERED = {"nvidia-driver-pinning-595": ["595"], "nvidia-open": ["595.91.07-1ubuntu1", "610.10-1ubuntu1"],
+               "nvidia-fabricmanager": ["595.91.07-1"], "cuda-toolkit-13-2": ["13.2.0-1"],
+               "libnccl2": ["2.29.7-1+cuda13.2"]}
+
+    def offered(self, names):
+        return {n: self.OFFERED[n] for n in names if n in self.OFFERED}
+
+    def all_names(self):
+        return list(self.OFFERED)
+
+    def _where(self):
+        return "the test repository"
+
+
+def test_a_branch_pinning_package_is_asked_for_at_its_branch_as_the_driver_role_asks():
+    """R590+ plans name nvidia-driver-pinning-<branch>, whose version is the branch, not the driver release."""
+    plan = dict(PLAN, cuda_version="13.2", driver_branch="595", driver_recommended_version="595.91.07",
+                nccl_package_version="2.29.7-1+cuda13.2", driver_flavour_switch=[],
+                packages={"driver": ["nvidia-driver-pinning-595", "nvidia-open"], "toolkit": ["cuda-toolkit-13-2"],
+                          "nccl": ["libnccl2=2.29.7-1+cuda13.2"], "fabricmanager": ["nvidia-fabricmanager"]})
+    target = targets_from_facts({"node1": _record(plan=plan)}, PlanOptions(os_keyring="/k.gpg"))[0]
+    args = apt_install_args(target, _OfferingSandbox())
+    assert args[:3] == ["nvidia-driver-pinning-595=595", "nvidia-open=595.91.07-1ubuntu1",
+                        "nvidia-fabricmanager=595.91.07-1"], args
+    assert "libnccl2=2.29.7-1+cuda13.2" in args

@@ -10,6 +10,7 @@ simulator's stand-ins, replaying real captures) the loopback runs ib_write_bw on
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -110,7 +111,7 @@ def test_without_rdma_iperf3_measures_the_addresss_interface_labelled_as_the_tcp
     assert [n["check"] for n in report["not_checked"]] == ["inter-node bandwidth", "links baseline"]
     # The iperf3 server ran as a unit of its own and was stopped by name at the end.
     stopped, running = stopped_units(tmp_path)
-    assert stopped == ["gpufleet-bw-iperf3"] and running == [], (stopped, running)
+    assert len(stopped) == 1 and re.fullmatch(r"gpufleet-bw-\d{14}-iperf3", stopped[0]) and running == [], (stopped, running)
 
 
 def test_on_a_simulated_hgx_node_ib_write_bw_runs_on_each_hca_nccl_uses(tmp_path):
@@ -130,4 +131,7 @@ def test_on_a_simulated_hgx_node_ib_write_bw_runs_on_each_hca_nccl_uses(tmp_path
     assert report["findings"] == [] and report["thresholds"]["rate_fraction"] == 0.8
     # One server per rail for the loopback, each stopped by name when its phase was over.
     stopped, running = stopped_units(tmp_path)
-    assert stopped == ["gpufleet-bw-loop-29517", "gpufleet-bw-loop-29518"] and running == [], (stopped, running)
+    # Named by this run (a unit an earlier run left is never in the way).
+    assert [re.sub(r"^gpufleet-bw-\d{14}-", "", s) for s in stopped] == ["loop-29517", "loop-29518"] and running == [], \
+        (stopped, running)
+    assert len({s.rsplit("-", 2)[0] for s in stopped}) == 1, stopped
