@@ -94,7 +94,9 @@ def gpufleet_mirror(*args: str) -> subprocess.CompletedProcess:
 
 
 def served_paths(log: Path, node_ip: str) -> list[str]:
-    return re.findall(rf"^{re.escape(node_ip)} - - \[[^\]]+\] \"GET (\S+) HTTP/[\d.]+\" 200", log.read_text(), re.M)
+    # apt asks for a flat repository's files as its index names them (Filename: ./name.deb): read "/./" as "/".
+    return [path.replace("/./", "/") for path in
+            re.findall(rf"^{re.escape(node_ip)} - - \[[^\]]+\] \"GET (\S+) HTTP/[\d.]+\" 200", log.read_text(), re.M)]
 
 
 def test_nodes_with_only_the_mirror_in_reach_converge_and_rerun_unchanged(sim_cluster_factory, tmp_path):
@@ -172,15 +174,23 @@ def _converge_offline(cluster, inventory: Path, mirror: Path, bridge: str, port:
                       ["gpufleet_stack_request"], gpus=["NVIDIA H100 80GB HBM3"], os="ubuntu22.04", arch="x86_64",
                       nvswitch=True)
     driver = pins.get("gpufleet_driver_version", plan["driver_recommended_version"])
+    # The plan's driver packages: a branch pinning package (nvidia-driver-pinning-595) at its branch, the others
+    # at the planned (or pinned) release.
+    names = [n for n in plan["packages"]["driver"] if not n.startswith("@")]
+    released = [n for n in names if not n.startswith("nvidia-driver-pinning-")]
+    assert released, names
     for node in cluster.nodes:
         source = cluster.ssh(node, "cat /etc/apt/sources.list.d/gpufleet-cuda.list").stdout
         assert f"{url}/compute/cuda/repos/ubuntu2204/x86_64/ /" in source, source
-        installed = cluster.ssh(node, "dpkg-query -W -f='${Package} ${Version}\\n' cuda-drivers-535 libnccl2 dkms").stdout
-        assert re.search(rf"^cuda-drivers-535 {re.escape(driver)}-", installed, re.M), installed
+        installed = cluster.ssh(node, "dpkg-query -W -f='${Package} ${Version}\\n' " + " ".join(names)).stdout
+        for name in released:
+            assert re.search(rf"^{re.escape(name)} {re.escape(driver)}-", installed, re.M), installed
+        for name in set(names) - set(released):
+            assert re.search(rf"^{re.escape(name)} {plan['driver_branch']}", installed, re.M), installed
         torch = cluster.ssh(node, "/opt/gpufleet/venv/bin/python -c 'import torch; print(torch.__version__)'").stdout
         assert torch.strip() == "2.13.0+cpu"
         fetched = served_paths(log, cluster.ip(node))
-        assert any(p.startswith("/compute/cuda/repos/ubuntu2204/x86_64/cuda-drivers-535_") for p in fetched), fetched
+        assert any(p.startswith(f"/compute/cuda/repos/ubuntu2204/x86_64/{released[0]}_") for p in fetched), fetched
         assert any(p.startswith("/os/ubuntu22.04/pool/main/dkms_") for p in fetched), fetched
         assert any(p.startswith("/wheels/torch-2.13.0") for p in fetched), fetched
 

@@ -94,13 +94,19 @@ def ib_ports(config: dict | None = None) -> list:
     return ports
 
 
-def gpu_names(config: dict | None = None) -> list:
-    """The GPUs the node's driver lists (faults applied, so a missing GPU is missing here too)."""
+def gpu_devices(config: dict | None = None) -> list:
+    """(name, PCI bus id) of the GPUs the node's driver lists (faults applied, so a missing GPU is missing here too);
+    the bus id as torch reports it (lower-case hex), as the real microbenchmark prints it."""
     config = node_config() if config is None else config
     path = config.get("gpu_capture")
     if not path:
         return []
     text = capture.render(Path(path).read_text(), driver_version=None, cuda_version=None,
                           faults=config.get("faults", []))
-    rows = capture.query_gpu(text, ["name"])
-    return [row[0] for row in rows] if isinstance(rows, list) else []
+    rows = capture.query_gpu(text, ["name", "pci.bus_id"])
+    return [(row[0], row[1].lower()) for row in rows] if isinstance(rows, list) else []
+
+
+def gpu_names(config: dict | None = None) -> list:
+    """The GPUs the node's driver lists (faults applied)."""
+    return [name for name, _bus_id in gpu_devices(config)]

@@ -105,6 +105,16 @@ def test_without_a_lock_numpy_is_pinned_and_the_index_url_stays_off_the_command_
     assert render("__pytorch_pip_env", pytorch_index_url=token_url) == {"PIP_INDEX_URL": token_url}
 
 
+def test_an_http_index_the_operator_named_is_trusted_by_its_host_and_https_is_not_touched():
+    """pip ignores a plain-http index ("not a trusted or secure host") unless told: a mirror on the
+    cluster's own network (gpufleet mirror serves http) must work, and only its host is trusted."""
+    mirror = "http://10.200.20.1:8765/wheels/simple/"
+    assert render("__pytorch_pip_env", pytorch_index_url=mirror) == {"PIP_INDEX_URL": mirror,
+                                                                     "PIP_TRUSTED_HOST": "10.200.20.1"}
+    assert "PIP_TRUSTED_HOST" not in render("__pytorch_pip_env", pytorch_index_url="https://pypi.example.com/simple/")
+    assert render("__pytorch_pip_env", pytorch_index_url=mirror, pytorch_wheel_dir="/srv/wheels") == {}
+
+
 def test_a_wheel_directory_is_one_argv_word_even_with_a_space():
     argv = render("__pytorch_pip_argv", pytorch_wheel_dir="/srv/wheel dir", pytorch_numpy_version="2.4.6",
                   pytorch_extra_packages=["pyyaml>=6,<7"])

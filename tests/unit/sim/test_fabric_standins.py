@@ -182,6 +182,8 @@ def test_gemm_bench_replays_published_figures_and_slows_gpu0(cluster):
     assert lines[1]["gemm_tflops"] == {"bf16": 794.5, "fp8": 1402.6} and lines[1]["copy_gbps"] == 2540.0
     assert lines[0]["gemm_tflops"]["bf16"] == pytest.approx(794.5 * 0.4) and lines[0]["copy_gbps"] == pytest.approx(1016.0)
     assert "fp16" in lines[0]["gemm_skipped"]
+    # Each GPU by the bus id the capture gives it, lower-case as torch reports it (the real tool prints it).
+    assert [line["bus_id"] for line in lines][:3] == ["00000000:53:00.0", "00000000:64:00.0", "00000000:75:00.0"]
 
 
 def test_fabric_view_and_perftest_diversion_are_written_into_every_node(cluster, tmp_path):
