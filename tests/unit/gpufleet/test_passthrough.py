@@ -99,6 +99,9 @@ def test_user_and_private_key_reach_the_ssh_connection(outside):
     assert f'IdentityFile="{outside}/keys/id_test"' in ansible_output
 
 
+GATED_BEAT = "Take a while / Wait for the test on every node: still running on n1"
+
+
 def test_progress_names_the_running_task_and_its_nodes(outside, monkeypatch):
     """The heartbeat keeps naming the running task and its node while the task runs. The task waits
     for the test, not for a clock: it ends once three heartbeats were seen (no verdict on timing)."""
@@ -110,7 +113,7 @@ def test_progress_names_the_running_task_and_its_nodes(outside, monkeypatch):
 
     def release_after_three_beats():
         while not marker.exists():
-            if out.text.count("still running") >= 3:
+            if out.text.count(GATED_BEAT) >= 3:
                 marker.touch()
             time.sleep(0.05)
 
@@ -124,8 +127,10 @@ def test_progress_names_the_running_task_and_its_nodes(outside, monkeypatch):
         watcher.join(timeout=10)
     assert classify(run)[0] == 0, out.text
     beats = [line for line in out.text.splitlines() if "still running" in line]
-    assert len(beats) >= 3, out.text
-    assert all("Take a while / Wait for the test on every node: still running on n1" in line for line in beats)
+    # On a loaded machine a beat may come while an earlier task (fact gathering) still runs: each beat names
+    # the task running then, and the gated task is named by the three it waited for.
+    assert all(re.search(r": still running on n1\b", line) for line in beats), out.text
+    assert len([line for line in beats if GATED_BEAT in line]) >= 3, out.text
     stamps = [float(re.match(r"\[\s*([\d.]+)s\]", line).group(1)) for line in beats]
     assert stamps == sorted(stamps)
 
