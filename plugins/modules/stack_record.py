@@ -66,6 +66,7 @@ attributes:
   platform:
     support: full
     platforms: posix
+    description: The key is built on the controller; the probe and the record run on the node.
 seealso:
   - module: gpufleet.cluster.stack_state
 author:

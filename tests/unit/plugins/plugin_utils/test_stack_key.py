@@ -31,8 +31,12 @@ def defaults_only(name, defaults):
     return defaults.get(name, "(unset)")
 
 
+def parts_of(root, resolve=defaults_only) -> dict:
+    return stack_key.key_parts(ROLES, resolve, root=str(root), extra_names=("stack_record",))
+
+
 def key(root, resolve=defaults_only):
-    parts = stack_key.key_parts(ROLES, resolve, root=str(root), extra_names=("stack_record",))
+    parts = parts_of(root, resolve)
     return stack_key.key_of(parts), parts
 
 
@@ -72,7 +76,7 @@ def test_changing_only_a_module_the_roles_call_changes_the_key(tree, path):
 
 
 def test_changing_a_plugin_the_roles_do_not_run_leaves_the_key(tree):
-    before_key, _ = key(tree)
+    before_key = key(tree)[0]
     with open(tree / "plugins/modules/bandwidth_test.py", "a", encoding="utf-8") as handle:
         handle.write("\n# not the stack's\n")
     assert key(tree)[0] == before_key
@@ -83,15 +87,15 @@ def test_a_variable_added_to_a_role_s_argument_spec_changes_the_key(tree):
     before_key, before = key(tree)
     spec_path = tree / "roles/nccl/meta/argument_specs.yml"
     spec = yaml.safe_load(spec_path.read_text())
-    spec["argument_specs"]["main"]["options"]["nccl_new_knob"] = {"type": "str", "default": "a",
-                                                                   "description": "A knob added in a later release."}
+    knob = {"type": "str", "default": "a", "description": "A knob added in a later release."}
+    spec["argument_specs"]["main"]["options"]["nccl_new_knob"] = knob
     spec_path.write_text(yaml.safe_dump(spec))
     with open(tree / "roles/nccl/defaults/main.yml", "a", encoding="utf-8") as handle:
         handle.write('nccl_new_knob: "a"\n')
     added_key, added = key(tree)
     assert added_key != before_key and "nccl_new_knob" in added["inputs"] and "nccl_new_knob" not in before["inputs"]
     # An operator's value for it (inventory, extra vars) is a new key again.
-    set_key, _ = key(tree, lambda name, defaults: "b" if name == "nccl_new_knob" else defaults_only(name, defaults))
+    set_key = key(tree, lambda name, defaults: "b" if name == "nccl_new_knob" else defaults_only(name, defaults))[0]
     assert set_key != added_key
 
 
@@ -103,15 +107,16 @@ def test_a_lock_file_a_role_reads_on_the_controller_is_keyed_by_content(tree, tm
 
     def with_lock(name, defaults):
         return str(lock) if name == "pytorch_requirements_lock" else defaults_only(name, defaults)
-    _, before = key(tree, with_lock)
+    before = parts_of(tree, with_lock)
     lock.write_text("torch==2.1.2+cu121 \\\n    --hash=sha256:bb\n")
-    _, after = key(tree, with_lock)
+    after = parts_of(tree, with_lock)
     assert changed(before, after) == ["inputs.pytorch_requirements_lock (content)"]
 
 
 def test_values_go_in_by_digest_only(tree):
-    _, parts = key(tree, lambda name, defaults: "https://%s@example.com/simple" % SECRET
-                   if name == "pytorch_index_url" else defaults_only(name, defaults))
+    def with_token(name, defaults):
+        return "https://%s@example.com/simple" % SECRET if name == "pytorch_index_url" else defaults_only(name, defaults)
+    parts = parts_of(tree, with_token)
     assert SECRET not in json.dumps(parts)
 
 
