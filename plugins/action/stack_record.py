@@ -77,12 +77,20 @@ class ActionModule(ActionBase):
                 return "(unresolved: %s) %s" % (type(exc).__name__, raw)
         return resolve
 
+    def _locate(self, path):
+        """A controller file as the roles' lookup('file') and copy find it (the playbook's files/ and directory)."""
+        try:
+            return self._find_needle("files", path)
+        except AnsibleError:
+            return path  # not found: its digest says unreadable, as the role would fail to read it
+
     def _probe(self, args, task_vars):
         roles = args["roles"]
         if not roles:
             raise AnsibleActionFail("stack_record: name the stack roles (roles: [nvidia_driver, ...]) to probe for")
         try:
-            parts = stack_key.key_parts(roles, self._resolver(task_vars), extra_names=_OWN_PLUGINS)
+            parts = stack_key.key_parts(roles, self._resolver(task_vars), extra_names=_OWN_PLUGINS,
+                                        locate=self._locate)
         except stack_key.StackKeyError as exc:
             raise AnsibleActionFail("stack_record: cannot build the record's key: %s" % exc) from exc
         result = {"changed": False, "roles": roles, "key": stack_key.key_of(parts), "key_parts": parts}

@@ -183,9 +183,11 @@ def file_digest(path: str) -> str:
         return "unreadable: %s" % exc.strerror
 
 
-def key_parts(roles: list[str], resolve, root: str = COLLECTION_ROOT, extra_names: tuple = ()) -> dict:
+def key_parts(roles: list[str], resolve, root: str = COLLECTION_ROOT, extra_names: tuple = (),
+              locate=os.path.abspath) -> dict:
     """{"inputs": {variable: digest}, "code": {file: digest}}. resolve(variable, role_defaults) returns the
-    value the role would see. Values go in by digest only: they may carry credentials (a proxy, a token)."""
+    value the role would see; locate(path) where a relative controller file lies (Ansible's search path).
+    Values go in by digest only: they may carry credentials (a proxy, a token)."""
     inputs = {}
     for role in roles:
         defaults = role_defaults(role, root)
@@ -194,7 +196,7 @@ def key_parts(roles: list[str], resolve, root: str = COLLECTION_ROOT, extra_name
         inputs.update((option, digest(value)) for option, value in values.items())
         for option in controller_file_options(role, options, root):
             path = values[option]
-            inputs[option + " (content)"] = file_digest(os.path.abspath(str(path))) if path else ""
+            inputs[option + " (content)"] = file_digest(locate(str(path))) if path else ""
     code = {path: file_digest(os.path.join(root, path)) for path in code_files(roles, root, extra_names)}
     return {"inputs": inputs, "code": code}
 

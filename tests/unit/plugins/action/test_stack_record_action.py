@@ -43,6 +43,7 @@ def probe(name: str, **task) -> dict:
 
 def test_probe_record_probe_and_a_default_only_variable_changes_the_key(tmp_path):
     (tmp_path / "pin").write_text("Pin: version 2.19.3-1+cuda12.2\n")
+    (tmp_path / "req.lock").write_text("a\n")
     proxy = {"https_proxy": f"http://user:{SECRET}@proxy:3128"}
     tasks = [
         probe("before"),
@@ -52,9 +53,14 @@ def test_probe_record_probe_and_a_default_only_variable_changes_the_key(tmp_path
         # gpufleet_proxy_env is read by the roles' *_proxy_env defaults only.
         probe("proxied", vars={"gpufleet_proxy_env": proxy}),
         probe("tokened", vars={"gpufleet_pytorch_index_url": f"https://{SECRET}@gitlab.example.com/pypi/simple"}),
+        # A lock file named relative to the playbook, found where the pytorch role's lookup finds it.
+        probe("locked", vars={"pytorch_requirements_lock": "req.lock"}),
+        {"name": "relock", "ansible.builtin.copy": {"dest": "%s/req.lock" % tmp_path, "content": "b\n", "mode": "0644"}},
+        probe("relocked", vars={"pytorch_requirements_lock": "req.lock"}),
         probe("full", **{"gpufleet.cluster.stack_record": {"roles": ROLES, "path": "{{ record_path }}", "full": True}}),
         {"name": "out", "ansible.builtin.copy": {"dest": "{{ out }}", "mode": "0644", "content": (
-            "{{ {'before': before, 'again': again, 'proxied': proxied, 'tokened': tokened, 'full': full} | to_json }}")}},
+            "{{ {'before': before, 'again': again, 'proxied': proxied, 'tokened': tokened, 'full': full, "
+            "'locked': locked.key_parts.inputs, 'relocked': relocked.key_parts.inputs} | to_json }}")}},
     ]
     result = run_play(tmp_path, tasks)
     assert result.returncode == 0, result.out[-4000:]
@@ -73,6 +79,9 @@ def test_probe_record_probe_and_a_default_only_variable_changes_the_key(tmp_path
     tokened = out["tokened"]
     assert not tokened["converged"] and tokened["reason"].endswith("inputs.pytorch_index_url"), tokened["reason"]
     assert SECRET not in result.out and SECRET not in json.dumps([proxied, tokened])
+    assert sorted(name for name, digest in out["relocked"].items() if out["locked"][name] != digest) == [
+        "pytorch_requirements_lock (content)"]
+    assert not out["locked"]["pytorch_requirements_lock (content)"].startswith("unreadable")
     assert out["full"]["converged"] is False and out["full"]["key"] == out["again"]["key"]
     # A watched file that moved is drift under the same key.
     (tmp_path / "pin").write_text("Pin: version 2.18.3-1+cuda12.2\n")
