@@ -57,17 +57,17 @@ class ActionModule(ActionBase):
 
     def _resolver(self, task_vars):
         """resolve(variable, role_defaults): the value the role would see for one of its variables."""
-        templars = {}
+        # One templar per role: its defaults may refer to each other, and task_vars take precedence.
+        last = {"defaults": None, "templar": None}
 
         def resolve(name, defaults):
             if name in task_vars:
                 templar, raw = self._templar, task_vars[name]
             elif name in defaults:
-                key = id(defaults)
-                if key not in templars:
-                    templars[key] = self._templar.copy_with_new_env(
-                        available_variables={**_trusted(defaults), **task_vars})
-                templar, raw = templars[key], _trusted(defaults[name])
+                if last["defaults"] is not defaults:
+                    last.update(defaults=defaults, templar=self._templar.copy_with_new_env(
+                        available_variables={**_trusted(defaults), **task_vars}))
+                templar, raw = last["templar"], _trusted(defaults[name])
             else:
                 return _UNSET
             try:
