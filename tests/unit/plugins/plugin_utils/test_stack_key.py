@@ -10,7 +10,9 @@ from pathlib import Path
 
 import pytest
 import yaml
+from ansible.module_utils.testing import patch_module_args
 
+from ansible_collections.gpufleet.cluster.plugins.modules import stack_state
 from ansible_collections.gpufleet.cluster.plugins.plugin_utils import stack_key
 
 REPO = Path(__file__).resolve().parents[4]
@@ -131,3 +133,21 @@ def test_a_role_without_argument_specs_is_refused(tree):
     (tree / "roles/nccl/meta/argument_specs.yml").unlink()
     with pytest.raises(stack_key.StackKeyError, match="role nccl declares no argument_specs"):
         key(tree)
+
+
+def test_a_node_recorded_before_a_module_only_upgrade_is_not_converged_after_it(tree, tmp_path, capsys):
+    """The chain the stack play runs: record under the key, upgrade one module the roles call, probe again."""
+    def node(**args):
+        with patch_module_args({"path": str(tmp_path / "stack-state.json"), **args}):
+            with pytest.raises(SystemExit):
+                stack_state.main()
+        return json.loads(capsys.readouterr().out)
+    recorded_key, recorded = key(tree)
+    node(key=recorded_key, key_parts=recorded, record=True, watch={"commands": [["true"]]})
+    assert node(key=recorded_key, key_parts=recorded)["converged"] is True
+    with open(tree / "plugins/modules/signing_key_info.py", "a", encoding="utf-8") as handle:
+        handle.write("\n# the upgrade\n")
+    upgraded_key, upgraded = key(tree)
+    probe = node(key=upgraded_key, key_parts=upgraded)
+    assert probe["converged"] is False
+    assert probe["reason"].endswith("changed since the record: code.plugins/modules/signing_key_info.py"), probe
