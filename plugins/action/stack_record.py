@@ -55,25 +55,26 @@ class ActionModule(ActionBase):
             return self._probe(args, task_vars)
         return self._record(args, task_vars)
 
-    def _resolver(self, task_vars):
-        """resolve(variable, role_defaults): the value the role would see for one of its variables."""
-        # One templar per role: its defaults may refer to each other, and task_vars take precedence.
+    def _resolver(self, task_vars, unresolved):
+        """resolve(variable, role_defaults, role_internals): the value the role would see for one of its
+        variables; the names that cannot be templated here go to unresolved (and key by their expression)."""
+        # One templar per role: its defaults may read each other and its vars/main.yml; task_vars come first.
         last = {"defaults": None, "templar": None}
 
-        def resolve(name, defaults):
+        def resolve(name, defaults, internals):
             if name in task_vars:
                 templar, raw = self._templar, task_vars[name]
             elif name in defaults:
                 if last["defaults"] is not defaults:
                     last.update(defaults=defaults, templar=self._templar.copy_with_new_env(
-                        available_variables={**_trusted(defaults), **task_vars}))
+                        available_variables={**_trusted(internals), **_trusted(defaults), **task_vars}))
                 templar, raw = last["templar"], _trusted(defaults[name])
             else:
                 return _UNSET
             try:
                 return templar.template(raw)
             except AnsibleError as exc:
-                # What the role could not template either; the expression itself keys it.
+                unresolved.append(name)
                 return "(unresolved: %s) %s" % (type(exc).__name__, raw)
         return resolve
 
@@ -88,12 +89,14 @@ class ActionModule(ActionBase):
         roles = args["roles"]
         if not roles:
             raise AnsibleActionFail("stack_record: name the stack roles (roles: [nvidia_driver, ...]) to probe for")
+        unresolved = []
         try:
-            parts = stack_key.key_parts(roles, self._resolver(task_vars), extra_names=_OWN_PLUGINS,
+            parts = stack_key.key_parts(roles, self._resolver(task_vars, unresolved), extra_names=_OWN_PLUGINS,
                                         locate=self._locate)
         except stack_key.StackKeyError as exc:
             raise AnsibleActionFail("stack_record: cannot build the record's key: %s" % exc) from exc
-        result = {"changed": False, "roles": roles, "key": stack_key.key_of(parts), "key_parts": parts}
+        result = {"changed": False, "roles": roles, "key": stack_key.key_of(parts), "key_parts": parts,
+                  "unresolved": unresolved}
         if args["full"]:
             result.update(converged=False, drift=[], installed={}, observed=0,
                           reason="asked to run the roles whatever the record says (full)")

@@ -117,6 +117,13 @@ key_parts:
   description: C(inputs) (each role variable's digest) and C(code) (each file's digest).
   returned: probe
   type: dict
+unresolved:
+  description:
+    - The role variables whose value could not be templated before the roles ran (an undefined variable);
+      each is keyed by its expression instead. The role would meet the same error.
+  returned: probe
+  type: list
+  elements: str
 roles:
   description: The roles probed for.
   returned: probe

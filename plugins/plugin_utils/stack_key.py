@@ -78,6 +78,11 @@ def role_defaults(role: str, root: str = COLLECTION_ROOT) -> dict:
     return _yaml(os.path.join(root, "roles", role, "defaults", "main.yml")) or {}
 
 
+def role_internals(role: str, root: str = COLLECTION_ROOT) -> dict:
+    """The role's vars/main.yml: internal values a default may read (a version a role pins by default)."""
+    return _yaml(os.path.join(root, "roles", role, "vars", "main.yml")) or {}
+
+
 def _files_below(directory: str, root: str) -> list[str]:
     out = []
     for top, dirs, files in os.walk(directory):
@@ -185,14 +190,14 @@ def file_digest(path: str) -> str:
 
 def key_parts(roles: list[str], resolve, root: str = COLLECTION_ROOT, extra_names: tuple = (),
               locate=os.path.abspath) -> dict:
-    """{"inputs": {variable: digest}, "code": {file: digest}}. resolve(variable, role_defaults) returns the
-    value the role would see; locate(path) where a relative controller file lies (Ansible's search path).
+    """{"inputs": {variable: digest}, "code": {file: digest}}. resolve(variable, role_defaults, role_internals)
+    returns the value the role would see; locate(path) where a relative controller file lies (Ansible's search path).
     Values go in by digest only: they may carry credentials (a proxy, a token)."""
     inputs = {}
     for role in roles:
-        defaults = role_defaults(role, root)
+        defaults, internals = role_defaults(role, root), role_internals(role, root)
         options = role_options(role, root)
-        values = {option: resolve(option, defaults) for option in options}
+        values = {option: resolve(option, defaults, internals) for option in options}
         inputs.update((option, digest(value)) for option, value in values.items())
         for option in controller_file_options(role, options, root):
             path = values[option]

@@ -12,6 +12,8 @@ from pathlib import Path
 
 import yaml
 
+from ansible_collections.gpufleet.cluster.plugins.plugin_utils import stack_key
+
 REPO = Path(__file__).resolve().parents[4]
 BIN = Path(sys.executable).parent
 ROLES = ["nvidia_driver", "cuda_toolkit", "nccl", "pytorch"]
@@ -98,3 +100,23 @@ def test_a_record_without_a_role_s_watch_list_is_refused(tmp_path):
     assert result.returncode != 0
     assert "pytorch_watch must be a dict" in result.out, result.out[-3000:]
     assert not (tmp_path / "stack-state.json").exists()
+
+
+def test_the_stack_play_s_wiring_resolves_for_every_role_variable(tmp_path):
+    """With playbooks/gpu_stack.yml's own play variables and a real plan, every variable the roles declare is
+    templated before the roles run (none keyed by its bare expression), at the value the role gets."""
+    stack_play = yaml.safe_load((REPO / "playbooks" / "gpu_stack.yml").read_text())[0]
+    plan = ("{{ {'torch': '2.1.2'} | gpufleet.cluster.stack_plan(gpus=['NVIDIA H100 80GB HBM3'], os='ubuntu22.04', "
+            "arch='x86_64', nvswitch=true) }}")
+    tasks = [{"name": "plan", "ansible.builtin.set_fact": {"gpu_stack_plan": plan}},
+             {**probe("probed"), "vars": stack_play["vars"]},
+             {"name": "out", "ansible.builtin.copy": {"dest": "{{ out }}", "mode": "0644",
+                                                      "content": "{{ {'probed': probed, 'plan': gpu_stack_plan} | to_json }}"}}]
+    result = run_play(tmp_path, tasks)
+    assert result.returncode == 0, result.out[-4000:]
+    out = json.loads((tmp_path / "out.json").read_text())
+    assert out["probed"]["unresolved"] == [], out["probed"]["unresolved"]
+    inputs = out["probed"]["key_parts"]["inputs"]
+    assert inputs["nvidia_driver_branch"] == stack_key.digest(out["plan"]["driver_branch"])
+    assert inputs["nccl_version_string"] == stack_key.digest(out["plan"]["nccl_package_version"])
+    assert inputs["pytorch_numpy_version"] == stack_key.digest("1.26.4")  # the role's vars/main.yml default

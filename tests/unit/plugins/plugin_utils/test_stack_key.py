@@ -29,7 +29,7 @@ def tree(tmp_path):
     return tmp_path
 
 
-def defaults_only(name, defaults):
+def defaults_only(name, defaults, _internals=None):
     return defaults.get(name, "(unset)")
 
 
@@ -97,7 +97,7 @@ def test_a_variable_added_to_a_role_s_argument_spec_changes_the_key(tree):
     added_key, added = key(tree)
     assert added_key != before_key and "nccl_new_knob" in added["inputs"] and "nccl_new_knob" not in before["inputs"]
     # An operator's value for it (inventory, extra vars) is a new key again.
-    set_key = key(tree, lambda name, defaults: "b" if name == "nccl_new_knob" else defaults_only(name, defaults))[0]
+    set_key = key(tree, lambda name, *role: "b" if name == "nccl_new_knob" else defaults_only(name, *role))[0]
     assert set_key != added_key
 
 
@@ -107,8 +107,8 @@ def test_a_lock_file_a_role_reads_on_the_controller_is_keyed_by_content(tree, tm
     lock = tmp_path / "requirements.lock"
     lock.write_text("torch==2.1.2+cu121 \\\n    --hash=sha256:aa\n")
 
-    def with_lock(name, defaults):
-        return str(lock) if name == "pytorch_requirements_lock" else defaults_only(name, defaults)
+    def with_lock(name, *role):
+        return str(lock) if name == "pytorch_requirements_lock" else defaults_only(name, *role)
     before = parts_of(tree, with_lock)
     lock.write_text("torch==2.1.2+cu121 \\\n    --hash=sha256:bb\n")
     after = parts_of(tree, with_lock)
@@ -116,8 +116,8 @@ def test_a_lock_file_a_role_reads_on_the_controller_is_keyed_by_content(tree, tm
 
 
 def test_values_go_in_by_digest_only(tree):
-    def with_token(name, defaults):
-        return "https://%s@example.com/simple" % SECRET if name == "pytorch_index_url" else defaults_only(name, defaults)
+    def with_token(name, *role):
+        return "https://%s@example.com/simple" % SECRET if name == "pytorch_index_url" else defaults_only(name, *role)
     parts = parts_of(tree, with_token)
     assert SECRET not in json.dumps(parts)
 
