@@ -18,8 +18,8 @@ description:
     O(key), and every observation is unchanged; anything that could not be observed counts as drift.
   - With C(record=true) observes what O(watch) names and writes the record with O(key) and
     O(installed). The record holds no time stamp, so re-recording an unchanged node changes nothing.
-  - The stack playbook uses it so that a converged node skips its roles in one round trip, and runs
-    them all as soon as anything they manage moved.
+  - The node side of M(gpufleet.cluster.stack_record), which builds the key and decides; a converged node
+    skips the stack roles in one round trip, and runs them all as soon as anything they manage moved.
 options:
   path:
     description: Where the record lives on the node.
@@ -27,14 +27,14 @@ options:
     default: /var/lib/gpufleet/stack-state.json
   key:
     description:
-      - Digest of everything the converge depended on besides the node (the plan, the role inputs,
-        the roles' own files). A record under another key is not converged.
+      - Digest of everything the converge depended on besides the node (the roles' declared variables,
+        the code they run; see M(gpufleet.cluster.stack_record)). A record under another key is not converged.
     type: str
     required: true
   key_parts:
     description:
       - What O(key) was computed from, by part; stored with the record, so that a key that changed is
-        reported by the parts (and the variables of a part C(inputs)) that changed.
+        reported by the parts (the variables of C(inputs), the files of C(code)) that changed.
     type: dict
     default: {}
   record:
@@ -69,7 +69,7 @@ attributes:
     support: none
     description: The drift list names what moved instead.
 seealso:
-  - module: gpufleet.cluster.gpu_info
+  - module: gpufleet.cluster.stack_record
 author:
   - gpufleet engineers (@gpufleet)
 """
@@ -110,10 +110,6 @@ drift:
 installed:
   description: What the record stored for the converged node (comparison), or what was recorded.
   returned: always
-  type: dict
-watch:
-  description: What the record watches (comparison of a record under the same key only).
-  returned: when the key matched
   type: dict
 observed:
   description: How many observations were taken.
@@ -168,14 +164,14 @@ def compare(module: AnsibleModule, run_command) -> dict:
     if record.get("key") != module.params["key"]:
         parts = changed_parts(record.get("key_parts") or {}, module.params["key_parts"])
         return {"converged": False,
-                "reason": "the plan, the role inputs or the roles changed since the record%s" % (
+                "reason": "the roles' variables or code changed since the record%s" % (
                     ": " + ", ".join(parts) if parts else ""),
                 "drift": [], "installed": record.get("installed", {}), "observed": 0}
     now = observe(record.get("watch", {}), run_command)
     moved = drift(record["observed"], now)
     reason = "" if not moved else "%d observation(s) moved since the record: %s" % (len(moved), moved[0])
     return {"converged": not moved, "reason": reason, "drift": moved,
-            "installed": record.get("installed", {}), "observed": len(now), "watch": record.get("watch", {})}
+            "installed": record.get("installed", {}), "observed": len(now)}
 
 
 def write_record(module: AnsibleModule, run_command) -> dict:

@@ -33,8 +33,7 @@ REASONS = ["nvidia_driver: driver 535.183.01 installed; load it with a reboot", 
 
 
 def record(**run_vars) -> dict:
-    variables = {"inventory_hostname": "node1", "gpu_stack_plan": PLAN,
-                 "gpu_stack_skipped": RECORD_PLAY["vars"]["gpu_stack_skipped"], **INSTALLED, **run_vars}
+    variables = {"inventory_hostname": "node1", "gpu_stack_plan": PLAN, **INSTALLED, **run_vars}
     templar = Templar(loader=LOADER, variables=variables)
     return templar.template(RECORD_PLAY["vars"]["gpu_stack_node"])
 
@@ -56,18 +55,15 @@ def test_a_pending_reboot_keeps_its_reasons():
 
 def test_a_converged_node_that_skipped_the_roles_writes_the_same_record():
     """The skip path takes what the roles reported, and the loaded driver, from the converged-state
-    record (the probe returns it as gpu_stack_state.installed): stack.json must not change."""
+    record (the probe returns it as stack_record.installed): stack.json must not change."""
     full = record(nvidia_driver_action="keep", reboot_reasons=[], reboot_required=False)
     state = {"converged": True, "installed": full["installed"]}
     # Nothing the roles set is there: they did not run.
-    variables = {"inventory_hostname": "node1", "gpu_stack_plan": PLAN, "gpu_stack_converged": True,
-                 "gpu_stack_state": state}
-    variables["gpu_stack_skipped"] = RECORD_PLAY["vars"]["gpu_stack_skipped"]
+    variables = {"inventory_hostname": "node1", "gpu_stack_plan": PLAN, "stack_record": state}
     templar = Templar(loader=LOADER, variables=variables)
     converged = templar.template(RECORD_PLAY["vars"]["gpu_stack_node"])
     assert converged == full
     # A node that ran the roles reports what they set, not an older record.
     stale = {"converged": False, "installed": {**full["installed"], "driver": "535.154.05"}}
-    ran = record(nvidia_driver_action="keep", reboot_reasons=[], reboot_required=False, gpu_stack_state=stale,
-                 gpu_stack_converged=False)
+    ran = record(nvidia_driver_action="keep", reboot_reasons=[], reboot_required=False, stack_record=stale)
     assert ran["installed"]["driver"] == "535.183.01"

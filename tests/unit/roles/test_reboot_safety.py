@@ -235,34 +235,42 @@ def test_only_nodes_with_a_request_enter_the_batches_and_reach_the_reboot(tmp_pa
     assert "not rebooting" not in result.out
 
 
-def test_a_request_directory_the_caller_vouches_for_is_not_read_again(tmp_path):
-    """The stack play lists the request directory of a node it found converged (watched, unchanged, since a
-    record taken with no reboot owed) in reboot_requests_clear_dirs: that node skips the read and the batches."""
+def test_the_stack_skips_the_reboot_read_on_a_node_its_record_found_converged(tmp_path):
+    """playbooks/gpu_stack.yml imports the reboot plays under the record's flag: a converged node (its record
+    watched the request directory, unchanged since a run that left no request) skips the read and the batches,
+    and the reboot role itself knows nothing of the record."""
+    stack = yaml.safe_load((REPO / "playbooks" / "gpu_stack.yml").read_text())
+    imported = next(p for p in stack if p.get("ansible.builtin.import_playbook") == "reboot.yml")
     nodes = {"node1": Node(tmp_path / "node1"), "node2": Node(tmp_path / "node2")}
-    inventory_vars = {name: node.hostvars() for name, node in nodes.items()}
-    inventory_vars["node1"]["reboot_requests_clear_dirs"] = [inventory_vars["node1"]["reboot_request_dir"]]
-    # Another node's directory in the list changes nothing for node2.
-    inventory_vars["node2"]["reboot_requests_clear_dirs"] = [str(tmp_path / "elsewhere")]
-    for name, node in nodes.items():
-        node.hostvars = lambda v=inventory_vars[name]: v
-    result = run(tmp_path, nodes, REPO / "playbooks" / "reboot.yml", "--check", "-e", "gpufleet_reboot_ok=true")
+    play = tmp_path / "stack.yml"
+    play.write_text(yaml.safe_dump([
+        {"name": "Probe", "hosts": "gpu_nodes", "gather_facts": False, "tasks": [
+            {"name": "Stand in for the probe", "ansible.builtin.set_fact": {
+                "stack_record": {"converged": "{{ inventory_hostname == 'node1' }}"}}}]},
+        {**imported, "ansible.builtin.import_playbook": str(REPO / "playbooks" / "reboot.yml")}]))
+    result = run(tmp_path, nodes, play, "--check", "-e", "gpufleet_reboot_ok=true")
     found_play = result.out.split("PLAY [Reboot the nodes that need it, once]")[0]
-    read = re.search(r"TASK \[gpufleet.cluster.reboot : Find the reboot requests\] \*+\n((?:ok: \[node\d\]\n)+)", found_play)
-    assert read and re.findall(r"node\d", read.group(1)) == ["node2"], result.out[-4000:]
     assert re.search(r"TASK \[gpufleet.cluster.reboot : Read the reboot requests\] \*+\nskipping: \[node1\]", found_play), \
         result.out[-4000:]
+    read = re.search(r"TASK \[gpufleet.cluster.reboot : Find the reboot requests\] \*+\n((?:ok: \[node\d\]\n)+)", found_play)
+    assert read and re.findall(r"node\d", read.group(1)) == ["node2"], result.out[-4000:]
     batched = result.out.split("PLAY [Reboot the nodes that need it, once]")[1]
     assert "[node2]" in batched and "[node1]" not in batched.split("PLAY RECAP")[0], result.out[-4000:]
+
+
+def test_the_reboot_role_knows_nothing_of_the_stack_record():
+    text = " ".join(path.read_text() for path in sorted((REPO / "roles" / "reboot").rglob("*")) if path.is_file())
+    text += (REPO / "playbooks" / "reboot.yml").read_text()
+    for word in ("stack_record", "stack_state", "stack-state", "converged", "clear_dirs", "watch"):
+        assert word not in text, word
 
 
 def test_the_stack_reboots_through_the_batched_play():
     stack = yaml.safe_load((REPO / "playbooks" / "gpu_stack.yml").read_text())
     reboot = [p for p in stack if p.get("ansible.builtin.import_playbook") == "reboot.yml"]
     assert [p["name"] for p in reboot] == ["Reboot the nodes that need it, once, in batches"]
-    # What the stack play vouched for holds for its own reboot play only: the record play after it forgets it.
-    record = next(p for p in stack if p.get("name") == "Record the installed stack")
-    assert any((t.get("ansible.builtin.set_fact") or {}).get("reboot_requests_clear_dirs") == [] for t in record["tasks"]), \
-        "a later reboot play in the same run would skip a request written after the stack play"
+    # Skipped for a converged node by the stack playbook alone: a later reboot play (site.yml's) reads again.
+    assert reboot[0]["when"] == "not stack_record.converged | default(false)"
     find, play = yaml.safe_load((REPO / "playbooks" / "reboot.yml").read_text())
     assert "serial" not in find and play["hosts"].endswith(":&gpufleet_reboot_requested")
     assert play["max_fail_percentage"] == "{{ gpufleet_reboot_max_fail_percentage | default(0) }}"

@@ -173,8 +173,9 @@ def play_tasks(play: dict) -> list[dict]:
 
 def test_the_files_the_stack_playbook_writes_on_the_node_are_watched():
     record = next(play for play in stack_plays() if play.get("name") == "Record the installed stack")
-    watch = record["vars"]["gpu_stack_watch"]
     tasks = play_tasks(record)
+    recording = next(task for task in tasks if "gpufleet.cluster.stack_record" in task)
+    watch = recording["gpufleet.cluster.stack_record"]["watch"]["files"]
     assert "Write the stack as a local fact" in [task["name"] for task in tasks]
     node_writes = [task for task in tasks if writes(task) and task.get("delegate_to") != "localhost"
                    and not task["name"].startswith("Ask nvidia-smi")]
@@ -184,33 +185,22 @@ def test_the_files_the_stack_playbook_writes_on_the_node_are_watched():
         if target == "/etc/ansible/facts.d":  # the directory only holds the fact file
             continue
         assert target in watch, target
-    # Every role's list goes into the record.
+    # The record takes every probed role's <role>_watch (plugins/action/stack_record.py): the probe names them all.
+    probe = next(task for task in stack_plays()[0]["pre_tasks"] if "gpufleet.cluster.stack_record" in task)
+    assert probe["gpufleet.cluster.stack_record"]["roles"] == ROLES
+
+
+def test_the_stack_roles_read_gpufleet_variables_only_through_declared_defaults():
+    """The record's key holds every variable a role declares, at the value the role sees: a gpufleet_* variable
+    a role read elsewhere (a task, its vars/) would change what the role does without changing the key."""
     for role in ROLES:
-        assert "%s_watch" % role in watch
-
-
-def test_the_role_outputs_left_out_of_the_key_are_exactly_what_the_roles_set():
-    outputs = set()
-    for role in ROLES:
-        for path in (REPO / "roles" / role / "tasks").glob("*.yml"):
-            for task in tasks_of(path):
-                facts = task.get("ansible.builtin.set_fact") or {}
-                outputs.update(name for name in facts if not name.startswith("__") and name != "cacheable")
-    stack = stack_plays()[0]
-    assert set(stack["vars"]["gpu_stack_role_outputs"]) == outputs
-
-
-def test_every_gpufleet_variable_the_stack_reads_is_in_the_key():
-    text = (REPO / "playbooks" / "gpu_stack.yml").read_text().split("- name: Reboot the nodes")[0]
-    text += (REPO / "playbooks" / "tasks" / "gpu_stack_roles.yml").read_text()
-    text += (REPO / "playbooks" / "tasks" / "gpu_stack_plan.yml").read_text()
-    for role in ROLES:
-        for folder in ("defaults", "vars"):
-            for path in (REPO / "roles" / role / folder).glob("*.yml"):
-                text += path.read_text()
-    read = set(re.findall(r"\bgpufleet_[a-z0-9_]+", text))
-    # Not inputs of a node's converge: where reports go, which hosts, the escape hatch, the reboot switch.
-    not_inputs = {"gpufleet_hosts", "gpufleet_stack_full", "gpufleet_stack", "gpufleet_reboot_ok",
-                  "gpufleet_report_dir", "gpufleet_cluster_name"}
-    key_inputs = set(stack_plays()[0]["vars"]["gpu_stack_key_gpufleet_vars"])
-    assert read - not_inputs - key_inputs == set()
+        specs = yaml.safe_load((REPO / "roles" / role / "meta" / "argument_specs.yml").read_text())
+        declared = {name for entry in specs["argument_specs"].values() for name in entry.get("options") or {}}
+        defaults = yaml.safe_load((REPO / "roles" / role / "defaults" / "main.yml").read_text())
+        assert set(defaults) <= declared, set(defaults) - declared
+        for path in sorted((REPO / "roles" / role).rglob("*.yml")) + sorted((REPO / "roles" / role).rglob("*.j2")):
+            if path.parent.name == "defaults":
+                continue
+            expressions = re.findall(r"\{\{.*?\}\}|\{%.*?%\}", path.read_text(), re.DOTALL)
+            read = re.findall(r"\bgpufleet_[a-z0-9_]+", " ".join(expressions))
+            assert read == [], "%s reads %s outside the role's declared defaults" % (path.relative_to(REPO), read)

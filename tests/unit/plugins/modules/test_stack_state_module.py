@@ -57,12 +57,14 @@ def test_a_recorded_node_is_converged_until_something_moves(capsys, node):
 def test_another_key_no_record_or_a_foreign_record_is_not_converged(capsys, node):
     missing = call(capsys, path=str(node["record"]), key=KEY)
     assert missing["converged"] is False and missing["reason"].startswith("no converged state recorded yet")
-    parts = {"plan": {"driver_branch": "550"}, "inputs": {"nccl_hold": True, "pytorch_venv": "/opt/v"}, "roles": "r1"}
+    parts = {"inputs": {"nccl_hold": "d1", "pytorch_venv": "d2"}, "code": {"roles/nccl/tasks/main.yml": "c1"}}
     call(capsys, path=str(node["record"]), key=KEY, key_parts=parts, record=True, watch=node["watch"])
     other = call(capsys, path=str(node["record"]), key="b" * 64,
-                 key_parts={**parts, "inputs": {"nccl_hold": False, "pytorch_venv": "/opt/v"}, "roles": "r2"})
+                 key_parts={"inputs": {"nccl_hold": "d3", "pytorch_venv": "d2"},
+                            "code": {"roles/nccl/tasks/main.yml": "c1", "plugins/modules/repo_packages_info.py": "c2"}})
     assert other["converged"] is False
-    assert other["reason"] == "the plan, the role inputs or the roles changed since the record: inputs.nccl_hold, roles"
+    assert other["reason"] == ("the roles' variables or code changed since the record: "
+                               "code.plugins/modules/repo_packages_info.py, inputs.nccl_hold")
     node["record"].write_text("{not json")
     broken = call(capsys, path=str(node["record"]), key=KEY)
     assert broken["converged"] is False and "unreadable" in broken["reason"]
