@@ -1030,9 +1030,9 @@ def _package_warnings(ctx, graph, driver, packages):
                         "by its own release date, not the driver's; held at the version installed) and needs the "
                         "ib_umad kernel module" % ", ".join(packages["nvlsm"]))
     if packages["imex"]:
+        imex = ", ".join(packages["imex"])
         warnings.append("multi-node NVLink GPUs: %s runs at exactly the driver version (%s) on every compute tray; "
-                        "its nodes_config.cfg names the NVLink domain's trays" % (", ".join(packages["imex"]),
-                                                                                 driver["recommended"]))
+                        "its nodes_config.cfg names the NVLink domain's trays" % (imex, driver["recommended"]))
     if ctx.os_key.startswith("debian"):
         warnings.append("packages come from NVIDIA's %s repository; never pin NVIDIA's libnccl2 version against "
                         "Debian's own archive (different version scheme)" % ctx.distro)

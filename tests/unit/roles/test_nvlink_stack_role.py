@@ -35,8 +35,8 @@ def configure_tasks():
 
 
 def templar_for(**role_input):
-    return Templar(loader=LOADER, variables=role_vars("nvidia_driver", UBUNTU, nvidia_driver_version="595.91.07",
-                                                     **role_input))
+    variables = role_vars("nvidia_driver", UBUNTU, nvidia_driver_version="595.91.07", **role_input)
+    return Templar(loader=LOADER, variables=variables)
 
 
 def when_holds(templar, task, item=None) -> bool:

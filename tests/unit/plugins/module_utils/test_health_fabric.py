@@ -53,8 +53,11 @@ def test_the_b300_in_progress_state_fails_the_gpu_that_reports_it():
     assert found[0]["value"].startswith("In Progress/")
 
 
-@pytest.mark.parametrize("replacement", ["", "    Fabric\n        State                             : N/A\n"
-                                              "        Status                            : N/A\n"])
+FABRIC_N_A = ("    Fabric\n        State                             : N/A\n"
+              "        Status                            : N/A\n")
+
+
+@pytest.mark.parametrize("replacement", ["", FABRIC_N_A])
 def test_a_gpu_without_a_fabric_state_fails_where_it_must_register(replacement):
     info = as_node(gpu_info_from_text(edited(H100X8, H100_FABRIC, replacement, gpu=6)))
     assert codes(info, 6) == ["FABRIC_STATE_MISSING"]
