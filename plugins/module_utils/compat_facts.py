@@ -30,6 +30,10 @@ Kinds:
                      their names (nvidia-open, nvidia-dkms-open, ... and nvidia-driver-pinning-<B>)
   repo_branch        "<repository> R<branch>" -> True: packages of the branch (driver, or the fabric manager
                      NVIDIA publishes with each driver release) were seen in it
+  nvlink_subnet_manager  GPU model key -> True: its NVSwitch baseboard (NVLink 5) needs the NVLink Subnet Manager
+                     (nvlsm) beside the fabric manager
+  imex_domain        GPU model key -> True: its multi-node NVLink rack (NVL72) needs the IMEX service (nvidia-imex)
+                     on every compute tray
 """
 
 from __future__ import annotations
@@ -313,6 +317,21 @@ SOURCES = {
         "document": "NVIDIA Driver Installation Guide, Kernel Modules, RHEL 8/9: 'dnf module enable "
                     "nvidia-driver:580-open; dnf install nvidia-open'",
         "url": _DC + "/driver-installation-guide/kernel-modules.html", "read": "2026-12-03"},
+    # ------------------------------------------------------------ NVLink 5 / multi-node NVLink (issue 27 item 5)
+    "deepops-dgx-os7": {
+        "document": "NVIDIA/deepops roles/nvidia-dgx/vars/ubuntu-24.04.yml (DGX OS 7) at commit 03e19e95: platforms "
+                    "'DGX B200' and 'DGX B300' nvswitch: true, nvlink5: true, imex: false; 'DGX GB200' and 'DGX GB300' "
+                    "nvswitch: false, nvlink5: false, imex: true; dgx_os7_nvlink5_packages [nvlsm, libnvsdm], "
+                    "dgx_os7_imex_packages [nvidia-imex], dgx_os7_imex_services [nvidia-imex.service]",
+        "url": "https://github.com/NVIDIA/deepops/blob/03e19e9582852da024edc88e8345baec79377155/roles/nvidia-dgx/"
+               "vars/ubuntu-24.04.yml",
+        "read": "2026-12-05"},
+    "fm-guide-2.3": {
+        "document": "NVIDIA Fabric Manager User Guide, Release 2.3 (May 06, 2025): 1.3.2 'Systems Using Fourth "
+                    "Generation NVSwitches', 1.5 'What is NVLink Subnet Manager?', 1.6.4 'NVIDIA HGX B200/B100 GPU "
+                    "Baseboard' (the NVLink Subnet Manager runs with Fabric Manager on these baseboards)",
+        "url": _DC + "/pdf/fabric-manager-user-guide.pdf",
+        "read": "2026-12-05"},
 }
 
 
@@ -480,6 +499,9 @@ FACTS = (
     + _rows("repo_branch", "ubuntu2604-r610", [("ubuntu2604 R610", True)])
     + _rows("repo_branch", "rhel9-module-list", [("rhel9 R535", True)])
     + _rows("repo_branch", "driver-guide-rhel-580", [("rhel9 R580", True)])
+    + _rows("nvlink_subnet_manager", "deepops-dgx-os7", [("b200", True), ("b300", True)])
+    + _rows("nvlink_subnet_manager", "fm-guide-2.3", [("b100", True)])
+    + _rows("imex_domain", "deepops-dgx-os7", [("gb200", True), ("gb300", True)])
 )
 
 

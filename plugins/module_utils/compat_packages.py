@@ -228,6 +228,45 @@ FABRIC_MANAGER_PACKAGES = {
                "nvidia-fabric-manager-${DRIVER_VERSION}'); Azure/azhpc-images install_nvidia_fabric_manager.sh"),
 }
 
+# The NVLink packages beside the fabric manager (issue 27 item 5); which GPUs need them is in compat_facts
+# (nvlink_subnet_manager, imex_domain). IMEX ships with every driver release and must run at exactly the driver's
+# version, like the fabric manager; the names drop the branch from R580 as the fabric manager's do.
+_GDC = ("NVIDIA/gpu-driver-container at commit 06a208ca (2026-08-17, read 2026-12-05), "
+        "ubuntu22.04/precompiled/nvidia-driver ")
+IMEX_PACKAGES = {
+    "ubuntu": [{"from_branch": "550", "packages": ["nvidia-imex-{B}"]},
+               {"from_branch": "580", "packages": ["nvidia-imex"]}],
+    "debian": [{"from_branch": "550", "packages": ["nvidia-imex-{B}"]},
+               {"from_branch": "580", "packages": ["nvidia-imex"]}],
+    "rhel": [{"from_branch": "570", "packages": ["nvidia-imex-{B}"]},
+             {"from_branch": "580", "packages": ["nvidia-imex"]}],
+    "service": "nvidia-imex",
+    "gpus": sorted(rows("imex_domain")),
+    "source": (_GDC + "imex_install ('-ge 580: imex_package_name=nvidia-imex; elif -ge 550: nvidia-imex-"
+               "${DRIVER_BRANCH}'; 'apt-get install ${imex_package_name}=${DRIVER_VERSION}*'; 'apt-mark hold') and "
+               "rhel9/precompiled/Dockerfile ('-ge 580: dnf install nvidia-imex-${DRIVER_VERSION}; elif -ge 570: "
+               "nvidia-imex-${DRIVER_BRANCH}-${DRIVER_VERSION}'); the service: NVIDIA/deepops roles/nvidia-dgx/vars/"
+               "ubuntu-24.04.yml dgx_os7_imex_services [nvidia-imex.service]. Debian follows the Ubuntu names, as "
+               "the fabric manager's do (no Debian build of the container)"),
+}
+
+# NVLSM is versioned by its own release date (nvlsm 2025.06.5-1, 2025.10.11-1, 2025.10.14-1), not by the driver:
+# the plan names it unversioned, the repository check takes its newest release (or the operator's pin), and the
+# role holds what it installed. The fabric manager starts it on NVLink 5 baseboards; it reaches the NVSwitches
+# through the ib_umad kernel module.
+NVLSM_PACKAGES = {
+    "packages": ["nvlsm"],
+    "kernel_modules": ["ib_umad"],
+    "gpus": sorted(rows("nvlink_subnet_manager")),
+    "source": (_GDC + "nvlink5_pkgs_install ('-ge 570: apt-get install nvlsm' and infiniband-diags, no version) and "
+               "rhel9/install.sh ('dnf install -y infiniband-diags nvlsm'); the date versions: Amazon Linux 2023 "
+               "release notes listing nvlsm-2025.06.5-1 beside the 580.65.06 driver packages (code index id "
+               "70083269464) and nvlsm-2025.10.14-1 beside nvlink5-580-580.167.08 (code index id 70288762966); "
+               "ib_umad before the fabric manager and NVLSM start: public HGX B200 setup notes ('modprobe ib_umad', "
+               "then 'apt-get install nvlsm'; the fabric manager then logs 'Started \"Nvidia NVLink Subnet "
+               "Manager\"', code index id 57713776942)"),
+}
+
 # Other packages per family. {XY} = toolkit "12-2", {NCCL} = the CUDA_TOOLKITS nccl string.
 OS_PACKAGE_NAMES = {
     "apt": {

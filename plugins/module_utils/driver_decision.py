@@ -169,25 +169,53 @@ def pinning_branch(name: str) -> str:
     return match.group(1) if match else ""
 
 
+def fabric_names(plan: dict) -> list:
+    """The packages beside the driver: fabric manager and IMEX (at exactly the driver's version), then NVLSM
+    (``nvlsm_packages``: versioned by its own release date, at ``nvlsm_version`` or the repository's newest)."""
+    return (list(plan.get("fabricmanager_packages") or []) + list(plan.get("imex_packages") or [])
+            + list(plan.get("nvlsm_packages") or []))
+
+
 def install_names(plan: dict, action: str = "install") -> list:
     """Everything one install transaction names, in NVIDIA's order: a switch's install steps, the driver,
-    fabric manager (dnf: the module stream's RPMs, named by the plan's ``rpm_packages``)."""
+    fabric manager, IMEX and NVLSM (dnf: the module stream's RPMs, named by the plan's ``rpm_packages``)."""
     switch = [n for step in plan.get("flavour_switch") or [] if step.get("action") == "install"
               for n in step.get("packages", [])] if action == "switch" else []
     driver = list(plan.get("rpm_packages") or []) or [n for n in plan.get("packages", []) if not n.startswith("@")]
-    return list(dict.fromkeys(switch + driver + list(plan.get("fabricmanager_packages") or [])))
+    return list(dict.fromkeys(switch + driver + fabric_names(plan)))
+
+
+def _request(name: str, plan: dict) -> dict:
+    if name in (plan.get("nvlsm_packages") or []):
+        version = plan.get("nvlsm_version") or ""
+        return {"name": name, "version": version, "match": "upstream" if version else "any"}
+    branch = pinning_branch(name)
+    if branch:
+        return {"name": name, "version": branch, "match": "branch"}
+    return {"name": name, "version": plan["version"], "match": "upstream"}
 
 
 def repository_requests(plan: dict) -> list:
     """What the repository is asked for before anything moves: every name a transaction could install at the
-    plan's driver version (a pinning package at its branch), then the plan's other packages (toolkit, NCCL)."""
-    names = install_names(plan, "switch")
-    requests = []
-    for name in names:
-        branch = pinning_branch(name)
-        requests.append({"name": name, "version": branch, "match": "branch"} if branch
-                        else {"name": name, "version": plan["version"], "match": "upstream"})
-    return requests + list(plan.get("repo_check_packages") or [])
+    plan's driver version (a pinning package at its branch, NVLSM at its own version or the newest), then the
+    plan's other packages (toolkit, NCCL)."""
+    return [_request(name, plan) for name in install_names(plan, "switch")] + list(plan.get("repo_check_packages") or [])
+
+
+def _dnf_arg(name: str, plan: dict) -> str:
+    if name in (plan.get("nvlsm_packages") or []):
+        return f"{name}-{plan['nvlsm_version']}" if plan.get("nvlsm_version") else name
+    return f"{name}-{plan['version']}"
+
+
+def version_locks(plan: dict, target: dict | None) -> list:
+    """``[{name, version}]`` the package manager locks after the run: the driver's release for every name but
+    NVLSM's, which keeps the version installed (its own release date)."""
+    if not target:
+        return []
+    own = set(plan.get("nvlsm_packages") or [])
+    return [{"name": n, "version": upstream_version(v) if n in own else target["upstream"]}
+            for n, v in target["packages"].items()]
 
 
 # --- the decision ------------------------------------------------------------------------------------------
@@ -203,8 +231,7 @@ def _action(node: dict, plan: dict) -> str:
     same_branch = current["branch"] == str(plan["branch"])
     if same_branch and current["flavour"] == plan["kernel_modules"]:
         floor = plan.get("min_version") or ""
-        planned = [n for n in list(plan.get("packages", [])) + list(plan.get("fabricmanager_packages") or [])
-                   if not n.startswith("@")]
+        planned = [n for n in list(plan.get("packages", [])) + fabric_names(plan) if not n.startswith("@")]
         meets_floor = not floor or versions.compare(current["upstream"], floor, "dotted") >= 0
         # Kept only when it meets the floor and every planned name (fabric manager included) is installed.
         return "keep" if meets_floor and all(n in node["installed"] for n in planned) else "upgrade"
@@ -256,7 +283,7 @@ def _target(node: dict, plan: dict, action: str, repository: dict, names: list) 
     if action == "keep":
         current = node["current"]
         keep = ([current["package"]] + list(plan.get("packages", [])) + list(plan.get("rpm_packages") or [])
-                + list(plan.get("fabricmanager_packages") or []))
+                + fabric_names(plan))
         return {"upstream": current["upstream"],
                 "packages": {n: v for n, v in node["installed"].items() if n in keep}}
     resolved = (repository or {}).get("resolved") or {}
@@ -301,15 +328,16 @@ def _removals(node: dict, action: str, names: list, target: dict | None) -> list
 def decide(node: dict, plan: dict, repository: dict | None = None, check_mode: bool = False,
            sources_changed: bool = False, host: str = "") -> dict:
     """The decision for one node. ``node``: describe_node()'s result. ``plan``: ``branch``, ``min_version``,
-    ``version``, ``kernel_modules``, ``packages``, ``fabricmanager_packages``, ``flavour_packages``,
+    ``version``, ``kernel_modules``, ``packages``, ``fabricmanager_packages``, ``imex_packages``,
+    ``nvlsm_packages``, ``nvlsm_version``, ``flavour_packages``,
     ``flavour_switch``, ``keep_unpackaged``, ``allow_replace``, ``repository`` (its URL, for messages),
     ``manager`` and, on dnf, ``rpm_packages``. ``repository``: repo_packages_info's answer (``ok``, ``message``,
     ``resolved``), or None where it is asked later.
 
     Returns ``{action, stop, report, current, target, install_names, install_args, remove, switch_options,
-    held}``: ``stop`` is the message to fail the node with ("" to go on); ``install_args`` are the package
+    held, locks}``: ``stop`` is the message to fail the node with ("" to go on); ``install_args`` are the package
     manager's arguments for the one transaction (apt ``name=version`` and ``name-`` removals, dnf
-    ``name-version``).
+    ``name-version``); ``locks`` what dnf versionlock pins afterwards (``version_locks``).
     """
     action = _action(node, plan)
     names = install_names(plan, action)
@@ -323,13 +351,14 @@ def decide(node: dict, plan: dict, repository: dict | None = None, check_mode: b
                                          for o in step.get("options", []) if re.match(r"^--[a-z-]+$", o)))
                       if action == "switch" else [])
     if plan.get("manager") == "dnf":
-        args = [f"{n}-{plan['version']}" for n in names]
+        args = [_dnf_arg(n, plan) for n in names]
     else:
         args = [f"{n}={(target or {}).get('packages', {}).get(n, '')}" for n in names] + [f"{n}-" for n in remove]
     return {"action": action, "stop": stop, "report": f"{host}: {_report(node, plan, action, names)}",
             "current": node["current"], "target": target, "install_names": names,
             "install_args": args if action in CHANGING_ACTIONS else [], "remove": remove,
-            "switch_options": switch_options, "held": node["held"], "changing": action in CHANGING_ACTIONS}
+            "switch_options": switch_options, "held": node["held"], "changing": action in CHANGING_ACTIONS,
+            "locks": version_locks(plan, target)}
 
 
 def reboot_requests(decision: dict, plan: dict, changed: dict, node_state: dict) -> dict:

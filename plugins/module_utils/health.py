@@ -25,6 +25,10 @@ Threshold sources (reference/health-checks.md (b)); role defaults repeat them wi
 * Xid classes: gcm (non-critical 13, 31, 43, 45, 63, 68, 92, 109 -> WARN, others CRITICAL),
   imbue hardware ranges, DeepOps ignores 94.
 * host EDAC uncorrected > 0 fails (LBNL NHC ``MCELOG_MAX_UNCORRECTED_RATE`` 0).
+* NVLink fabric state not Completed/Success fails (NVIDIA: CUDA cannot use the GPU before it registers,
+  error 802); where the node's GPUs must register (NVSwitch with Hopper or later: NVML's fabric info is
+  "for Hopper or newer fully supported devices"; GB200/GB300, whose NVSwitches sit in other trays) a GPU
+  that reports no state, or N/A, fails too: missing data never passes.
 """
 
 from __future__ import annotations
@@ -37,7 +41,8 @@ from ansible_collections.gpufleet.cluster.plugins.module_utils.findings import (
     worst_status,
     format_finding,
 )
-from ansible_collections.gpufleet.cluster.plugins.module_utils.gpu_models import lookup_model
+from ansible_collections.gpufleet.cluster.plugins.module_utils.compat_facts import rows as compat_rows
+from ansible_collections.gpufleet.cluster.plugins.module_utils.gpu_models import BLACKWELL, HOPPER, lookup_model
 from ansible_collections.gpufleet.cluster.plugins.module_utils.nccl_env import classify_ports
 
 # Xids that gcm reports as WARN (check_syslogs: everything else is CRITICAL) plus 94 (contained
@@ -599,7 +604,45 @@ def _check_gpu_count(node, gpu_info, counts, opts):
         value=have, threshold=expected, counter="gpu_count")]
 
 
-_NODE_GPU_CHECKS = (_check_driver_state, _check_missing_from_driver, _check_gpu_count)
+# Architectures whose GPUs register with the NVLink fabric (NVML nvmlDeviceGetGpuFabricInfo: "For Hopper or newer
+# fully supported devices"; an HGX A100 reports Fabric State N/A, tests/fixtures/nvidia-smi-xml a100-sxm4-80gb-mig).
+FABRIC_REGISTERING_ARCHITECTURES = (HOPPER, BLACKWELL)
+
+
+def fabric_expected(gpu_info):
+    """Why this node's GPUs must report fabric state Completed/Success ("" when they need not): NVSwitches with
+    Hopper or later GPUs, or multi-node NVLink GPUs (compat_facts ``imex_domain``: their NVSwitches are in the rack's
+    switch trays, so the node sees none)."""
+    gpus = gpu_info.get("gpus") or []
+    mnnvl = sorted({g.get("model") for g in gpus if g.get("model") in compat_rows("imex_domain")})
+    if mnnvl:
+        return "multi-node NVLink GPUs (%s)" % ", ".join(mnnvl)
+    archs = sorted({g.get("architecture") for g in gpus} & set(FABRIC_REGISTERING_ARCHITECTURES))
+    if gpu_info.get("nvswitch") is True and archs:
+        return "NVSwitch system with %s GPUs" % "/".join(archs)
+    return ""
+
+
+def _check_fabric_reported(node, gpu_info, counts, opts):
+    """Where the GPUs must register with the fabric, a GPU without a state (or with N/A) fails; the state itself
+    is judged per GPU (_check_gpu_state)."""
+    why = fabric_expected(gpu_info)
+    if not why:
+        return []
+    out = []
+    for gpu in gpu_info.get("gpus") or []:
+        fabric = gpu.get("fabric") or {}
+        if str(fabric.get("state") or "").strip().lower() in _NA:
+            out.append(make_finding(
+                "FABRIC_STATE_MISSING", "fail", node,
+                "%s reports no NVLink fabric state (%s) on a %s" % (_name(gpu), fabric.get("state") or "absent", why),
+                "Read nvidia-smi -q's Fabric section: the fabric manager (and NVLSM on NVLink 5, IMEX on NVL72) must "
+                "run at the driver's version before the GPU registers; a driver too old to report it cannot be judged",
+                value=fabric.get("state"), threshold="Completed/Success", counter="fabric.state", **_gpu_ref(gpu)))
+    return out
+
+
+_NODE_GPU_CHECKS = (_check_driver_state, _check_missing_from_driver, _check_gpu_count, _check_fabric_reported)
 _PER_GPU_CHECKS = (_check_ecc, _check_memory_retirement, _check_gpu_state, _check_persistence, _check_pcie,
                    _check_throttle)
 

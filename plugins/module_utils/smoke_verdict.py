@@ -25,7 +25,8 @@ BASELINE_SCHEMA = "gpufleet.smoke.baseline/1"
 # Single-node all-reduce busbw floors at large messages, GB/s (GB = 1e9 B), 8 GPUs per node.
 # H100: Azure aznhc ND H100 v5 requires >= 460 at 16 GiB (the NVLink4 limit is 18 x 26.562 =
 # ~478 GB/s per direction; 8x H100 measure ~480). H200: aznhc ND H200 v5 conf 431. A100 SXM:
-# aznhc NDv4 230 (12 NVLink3 x 25 GB/s = 300). Multi-node floors are derived (see
+# aznhc NDv4 230 (12 NVLink3 x 25 GB/s = 300). B200: AWS's NVLink-only all-reduce check for p6-b200
+# (8x B200), 600 at 256 MiB (advisory there; 500 for p5 H100). Multi-node floors are derived (see
 # busbw_threshold) because they depend on the fabric, not the GPU.
 BUSBW_TABLE = [
     {"models": ["h100-sxm5-80gb", "h100", "h800"], "gpus_per_node": 8, "min_busbw_gbps": 460.0,
@@ -34,6 +35,9 @@ BUSBW_TABLE = [
      "source": "Azure aznhc ND H200 v5 conf (431 GB/s)"},
     {"models": ["a100-sxm4-40gb", "a100-sxm4-80gb", "a100"], "gpus_per_node": 8, "min_busbw_gbps": 230.0,
      "source": "Azure aznhc NDv4 (230 GB/s, 12 NVLink3 x 25 GB/s)"},
+    {"models": ["b200"], "gpus_per_node": 8, "min_busbw_gbps": 600.0,
+     "source": "AWS aws-samples/awsome-distributed-training gpu-cluster-healthcheck checks/5-nccl-allreduce.sh "
+               "(p6-b200 NVLink-only all-reduce >= 600 GB/s at 256 MiB)"},
 ]
 # DCGM's rule (75 % of a measured peak) applied to the per-node RDMA line rate.
 MULTI_NODE_EFFICIENCY = 0.75

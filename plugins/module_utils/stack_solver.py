@@ -516,12 +516,17 @@ def branch_drops(branch, models):
     return out
 
 
+def _model_key(g):
+    """The gpu_models key of a resolved GPU summary, or None (a GPU known only by its compute capability)."""
+    model = None if g["name"].startswith("compute capability") else lookup_model(g["name"])
+    return model["key"] if model else None
+
+
 def gpu_min_driver(models):
     """(minimum driver NVIDIA lists for these GPUs, the GPU that sets it), or (None, None)."""
     best = (None, None)
     for g in models:
-        model = None if g["name"].startswith("compute capability") else lookup_model(g["name"])
-        need = _data.GPU_MIN_DRIVER.get(model["key"]) if model else None
+        need = _data.GPU_MIN_DRIVER.get(_model_key(g))
         if need and (best[0] is None or vkey(need) > vkey(best[0])):
             best = (need, g)
     return best
@@ -981,7 +986,19 @@ def fabricmanager_packages(graph, branch):
     return [n.format(B=branch) for n in rule["packages"]]
 
 
-def plan_packages(family, graph, branch, flavour, cuda_key, nvswitch):
+def nvlink_packages(graph, branch, models, nvswitch):
+    """The NVLink packages beside the fabric manager, ``{"imex": [...], "nvlsm": [...]}``: IMEX (at exactly the
+    driver's version) for multi-node NVLink GPUs (GB200/GB300), NVLSM (its own version) on NVSwitch systems of
+    NVLink 5 GPUs (HGX B200/B300). Which GPUs need which: compat_facts ``imex_domain``, ``nvlink_subnet_manager``."""
+    keys = {_model_key(g) for g in models}
+    imex = []
+    if keys & set(_data.IMEX_PACKAGES["gpus"]):
+        imex = [n.format(B=branch) for n in _rule_for_branch(_data.IMEX_PACKAGES[graph], branch)["packages"]]
+    nvlsm = list(_data.NVLSM_PACKAGES["packages"]) if nvswitch and keys & set(_data.NVLSM_PACKAGES["gpus"]) else []
+    return {"imex": imex, "nvlsm": nvlsm}
+
+
+def plan_packages(family, graph, branch, flavour, cuda_key, nvswitch, models=()):
     names = _data.OS_PACKAGE_NAMES[family]
     nccl = _data.CUDA_TOOLKITS[cuda_key]["nccl"]
     fmt = {"XY": cuda_key.replace(".", "-"), "NCCL": nccl}
@@ -992,10 +1009,11 @@ def plan_packages(family, graph, branch, flavour, cuda_key, nvswitch):
         "nccl": [p.format(**fmt) for p in names["nccl"]],
         "fabricmanager": fabricmanager_packages(graph, branch) if nvswitch else [],
     }
+    packages.update(nvlink_packages(graph, branch, models, nvswitch))
     return packages, driver
 
 
-def _package_warnings(ctx, graph, driver):
+def _package_warnings(ctx, graph, driver, packages):
     warnings = []
     if not all(graph["verified"].values()):
         warnings.append("the %s driver package names / flavour-switch steps for R%s follow NVIDIA's documented "
@@ -1007,6 +1025,14 @@ def _package_warnings(ctx, graph, driver):
     if ctx.nvswitch:
         warnings.append("NVSwitch present: fabric manager must run at exactly the driver version (%s); hold both"
                         % driver["recommended"])
+    if packages["nvlsm"]:
+        warnings.append("NVLink 5 NVSwitch system: the fabric manager starts the NVLink Subnet Manager (%s, versioned "
+                        "by its own release date, not the driver's; held at the version installed) and needs the "
+                        "ib_umad kernel module" % ", ".join(packages["nvlsm"]))
+    if packages["imex"]:
+        imex = ", ".join(packages["imex"])
+        warnings.append("multi-node NVLink GPUs: %s runs at exactly the driver version (%s) on every compute tray; "
+                        "its nodes_config.cfg names the NVLink domain's trays" % (imex, driver["recommended"]))
     if ctx.os_key.startswith("debian"):
         warnings.append("packages come from NVIDIA's %s repository; never pin NVIDIA's libnccl2 version against "
                         "Debian's own archive (different version scheme)" % ctx.distro)
@@ -1021,7 +1047,7 @@ RULES_CHECKED = ["UNKNOWN_TORCH", "UNSUPPORTED_OS", "UNKNOWN_GPU", "NO_CUDA_FOR_
                  "TORCH_CUDA_MAJOR_MISMATCH", "TORCH_WHEEL_LACKS_CC", "NO_SUPPORTED_BRANCH", "BRANCH_DROPPED_GPU",
                  "DRIVER_BRANCH_TOO_OLD_FOR_CUDA", "DRIVER_TOO_OLD_FOR_WHEEL", "DRIVER_TOO_OLD_FOR_GPU",
                  "OPEN_MODULES_NEED_TURING", "OPEN_MODULES_REQUIRED", "NCCL_MATCHES_CUDA",
-                 "FABRIC_MANAGER_MATCHES_DRIVER"]
+                 "FABRIC_MANAGER_MATCHES_DRIVER", "NVLINK5_NEEDS_NVLSM", "MNNVL_NEEDS_IMEX"]
 
 
 def solve(request):
@@ -1032,8 +1058,8 @@ def solve(request):
     toolkit = plan_toolkit(ctx, cuda_key, cuda_release)
     driver = plan_driver(ctx, toolkit)
     packages, graph = plan_packages(ctx.family, ctx.graph, driver["branch"], driver["kernel_modules"], cuda_key,
-                                    ctx.nvswitch)
-    ctx.warnings.extend(_package_warnings(ctx, graph, driver))
+                                    ctx.nvswitch, ctx.models)
+    ctx.warnings.extend(_package_warnings(ctx, graph, driver, packages))
     return build_plan(ctx, toolkit, driver, packages, graph)
 
 
@@ -1103,6 +1129,7 @@ def build_plan(ctx, toolkit, driver, packages, graph):
         "repository": "%s/%s/%s/" % (base, ctx.distro, ctx.arch),
         "repository_cuda_releases": repository_cuda_releases(ctx.distro),
         "nvswitch": ctx.nvswitch, "fabricmanager_version": recommended if ctx.nvswitch else None,
+        "imex_version": recommended if packages["imex"] else None,
         "torch": toolkit["torch"], "gpus": [dict(g) for g in ctx.models],
         "rules_checked": list(RULES_CHECKED), "warnings": ctx.warnings,
     }

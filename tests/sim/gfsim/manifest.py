@@ -14,7 +14,8 @@ from pathlib import Path
 import yaml
 
 MANIFEST_DIR = Path(__file__).resolve().parent.parent / "manifests"
-PAYLOAD_KINDS = {"none", "userspace", "persistenced", "kmod", "fabricmanager", "toolkit", "nccl", "nccl-dev", "dcgm"}
+PAYLOAD_KINDS = {"none", "userspace", "persistenced", "kmod", "fabricmanager", "imex", "nvlsm", "toolkit", "nccl",
+                 "nccl-dev", "dcgm"}
 RELATIONS = ("depends", "provides", "conflicts", "replaces")
 FLAVOURS = ("proprietary", "open")
 

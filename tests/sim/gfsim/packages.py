@@ -108,6 +108,15 @@ def payload_files(entry: Entry) -> tuple[dict, dict, str, str]:
         return {KERNEL_MODULE: (f"{up} {entry.payload['flavour']}\n", 0o644)}, {}, "", ""
     if kind == "fabricmanager":
         return _fabricmanager_payload(up)
+    if kind == "imex":
+        return _imex_payload()
+    if kind == "nvlsm":
+        # The path the fabric manager looks for on NVLink 5 systems ("/opt/nvidia/nvlsm/sbin/nvlsm does not exist.
+        # Please install ... (nvlsm) package") and the config gpu-driver-container hands it; the stand-in fabric
+        # manager does not start it.
+        return ({"/opt/nvidia/nvlsm/sbin/nvlsm": (f"#!/bin/sh\n# Stand-in NVLink Subnet Manager {up}\nexec sleep infinity\n",
+                                                  0o755),
+                 "/usr/share/nvidia/nvlsm/nvlsm.conf": ("# stand-in\n", 0o644)}, {}, "", "")
     if kind == "toolkit":
         return _toolkit_payload(entry.payload)
     if kind in ("nccl", "nccl-dev"):
@@ -150,6 +159,17 @@ def _fabricmanager_payload(upstream: str):
     postinst = ("deb-systemd-helper enable nvidia-fabricmanager.service >/dev/null || true\n"
                 "if [ -d /run/systemd/system ]; then systemctl --system daemon-reload >/dev/null || true; fi\n")
     return files, {}, postinst, _systemd_prerm("nvidia-fabricmanager.service")
+
+
+def _imex_payload():
+    """nvidia-imex and its unit; not enabled by the package (DGX OS 7 enables nvidia-imex.service itself,
+    NVIDIA/deepops dgx_os7_imex_services), so the role's enabling it is what the simulator sees."""
+    unit = ("[Unit]\nDescription=NVIDIA IMEX service\n\n[Service]\nType=simple\n"
+            "ExecStart=/usr/bin/nvidia-imex -c /etc/nvidia-imex/config.cfg\n\n"
+            "[Install]\nWantedBy=multi-user.target\n")
+    return ({"/usr/bin/nvidia-imex": ("#!/bin/sh\nexec sleep infinity\n", 0o755),
+             "/etc/nvidia-imex/nodes_config.cfg": ("", 0o644),
+             "/lib/systemd/system/nvidia-imex.service": (unit, 0o644)}, {}, "", _systemd_prerm("nvidia-imex.service"))
 
 
 def _toolkit_payload(p: dict):

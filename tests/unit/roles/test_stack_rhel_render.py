@@ -179,11 +179,12 @@ def test_driver_repository_and_packages_render_for_rhel(facts_name):
 
     lock = tasks["Lock each driver package at the installed version"]
     items = render(templar, lock["loop"])
-    assert items[-1] == "nvidia-fabric-manager"
-    locked = [item for item in items
+    assert items[-1] == {"name": "nvidia-fabric-manager", "version": "535.183.01"}
+    locked = [item["name"] for item in items
               if not render(templar, trust_as_template("{{ " + lock["when"] + " }}"), {"item": item})]
     assert locked == ["nvidia-driver"], "a package already in versionlock list must not be locked again"
-    assert render(templar, lock["ansible.builtin.command"], {"item": "nvidia-driver-cuda"})["argv"] == [
+    item = {"name": "nvidia-driver-cuda", "version": "535.183.01"}
+    assert render(templar, lock["ansible.builtin.command"], {"item": item})["argv"] == [
         "dnf", "versionlock", "add", "nvidia-driver-cuda-535.183.01"]
 
 

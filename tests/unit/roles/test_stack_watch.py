@@ -44,6 +44,10 @@ COVERED_BY = {
     ("nvidia_driver", "Enable the driver's module stream"): "/etc/dnf/modules.d/nvidia-driver.module",
     # Follows from the nouveau blacklist (watched) changing.
     ("nvidia_driver", "Rebuild the initramfs"): "/etc/modprobe.d/gpufleet-blacklist-nouveau.conf",
+    # The NVLink services (fabric manager, IMEX) are both in the watched services; NVLSM's modules follow from the
+    # modules-load file (watched) the role writes beside loading them.
+    ("nvidia_driver", "{{ item }}@Enable fabric manager and IMEX"): "__nvidia_driver_imex_service",
+    ("nvidia_driver", "Load the NVLink Subnet Manager's kernel modules now"): "__nvidia_driver_nvlsm_modules_file",
     ("cuda_toolkit", "Hold the toolkit packages"): "__cuda_toolkit_packages",
     ("cuda_toolkit", "Lock each toolkit metapackage at its installed version"): "/etc/dnf/plugins/versionlock.list",
     ("cuda_toolkit", "Point the cuda alternative at the default toolkit"): "__cuda_toolkit_home",

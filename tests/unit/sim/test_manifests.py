@@ -262,3 +262,54 @@ def test_ubuntu_2404_nodes_use_their_repository_and_a_noble_suite_of_the_mirror(
     assert repo._ubuntu_suites() == ["jammy", "noble"]
     with pytest.raises(manifest_lib.ManifestError, match="unknown --os 'ubuntu26.04'; known: debian12, ubuntu22.04, ubuntu24.04"):
         manifest_lib.for_os("ubuntu26.04")
+
+
+# ---------------------------------------------------------------- Blackwell's NVLink stack (issue 27 item 5)
+
+
+def test_imex_is_served_at_each_releases_driver_version():
+    """IMEX is released with the driver (gpu-driver-container installs nvidia-imex=${DRIVER_VERSION}*)."""
+    u2204, u2404 = MANIFESTS["ubuntu2204"], MANIFESTS["ubuntu2404"]
+    assert _at(u2204, "595.91.07")["nvidia-imex"] == _at(u2204, "595.91.07")["nvidia-fabricmanager"] == "595.91.07-1ubuntu1"
+    assert _at(u2204, "580.126.20")["nvidia-imex"] == _at(u2204, "580.126.20")["nvidia-fabricmanager"] == "580.126.20-1"
+    assert "nvidia-imex" not in _at(u2204, "535.183.01")
+    assert {_at(u2404, u)["nvidia-imex"] for u in u2404.driver_upstreams()} == {
+        u + "-1ubuntu1" for u in u2404.driver_upstreams()}
+
+
+def test_nvlsm_keeps_its_own_date_versions_apart_from_the_driver():
+    for name, versions in (("ubuntu2204", {"2025.06.5-1", "2025.10.11-1"}), ("ubuntu2404", {"2025.06.10-1"})):
+        m = MANIFESTS[name]
+        assert set(m.versions("nvlsm")) == versions
+        assert all(e.driver is None for e in m.entries if e.name == "nvlsm")
+
+
+def test_the_nvlink_payloads_ship_what_the_services_need():
+    u2204 = MANIFESTS["ubuntu2204"]
+    imex = next(e for e in u2204.entries if e.name == "nvidia-imex" and e.driver == "595.91.07")
+    files, _links, postinst, prerm = packages.payload_files(imex)
+    assert "/lib/systemd/system/nvidia-imex.service" in files and "/usr/bin/nvidia-imex" in files
+    assert postinst == "" and "nvidia-imex.service" in prerm   # the role enables it, the package does not
+    nvlsm = u2204.entry("nvlsm", "2025.10.11-1")
+    files, _links, _post, _pre = packages.payload_files(nvlsm)
+    assert files["/opt/nvidia/nvlsm/sbin/nvlsm"][1] == 0o755
+
+
+def test_an_hgx_b200_plan_is_served_by_the_ubuntu2204_repository():
+    """Every name a B200 NVSwitch plan installs is in the simulated repository at the version the role asks for:
+    the driver and fabric manager at the plan's release, NVLSM at any (its newest) version."""
+    from ansible_collections.gpufleet.cluster.plugins.filter.stack_plan import stack_plan
+    from ansible_collections.gpufleet.cluster.plugins.module_utils import driver_decision
+    plan = stack_plan({"cuda": "12.8"}, gpus=["NVIDIA B200"] * 8, os="ubuntu22.04", arch="x86_64", nvswitch=True)
+    role_plan = {"version": plan["driver_recommended_version"], "packages": plan["packages"]["driver"],
+                 "fabricmanager_packages": plan["packages"]["fabricmanager"],
+                 "imex_packages": plan["packages"]["imex"], "nvlsm_packages": plan["packages"]["nvlsm"]}
+    m = MANIFESTS["ubuntu2204"]
+    assert plan["packages"]["nvlsm"] == ["nvlsm"]
+    for request in driver_decision.repository_requests(role_plan):
+        offered = m.versions(request["name"])
+        assert offered, request
+        if request["match"] == "upstream":
+            assert any(v.split(":")[-1].rsplit("-", 1)[0] == request["version"] for v in offered), request
+        elif request["match"] == "branch":
+            assert any(v.startswith(request["version"] + "-") for v in offered), request

@@ -93,6 +93,18 @@ def render_tables():
         for r in rules:
             w("- **%s from R%s**: %s" % (graph, r["from_branch"], r["source"]))
     w("- **fabric manager**: %s" % d.FABRIC_MANAGER_PACKAGES["source"])
+    w("\n### NVLink packages beside the fabric manager\n")
+    w("| package | OS graph | from branch | names | for GPUs | version |")
+    w("|---|---|---|---|---|---|")
+    for graph in ("ubuntu", "debian", "rhel"):
+        for r in d.IMEX_PACKAGES[graph]:
+            w("| IMEX | %s | R%s | %s | %s (and NVSwitch or not) | exactly the driver's |" % (
+                graph, r["from_branch"], ", ".join(r["packages"]), ", ".join(d.IMEX_PACKAGES["gpus"])))
+    w("| NVLSM | every | – | %s (+ kernel module %s) | %s with NVSwitch | its own (release date), held |" % (
+        ", ".join(d.NVLSM_PACKAGES["packages"]), ", ".join(d.NVLSM_PACKAGES["kernel_modules"]),
+        ", ".join(d.NVLSM_PACKAGES["gpus"])))
+    w("\n- **IMEX**: %s" % d.IMEX_PACKAGES["source"])
+    w("- **NVLSM**: %s" % d.NVLSM_PACKAGES["source"])
     w("\n### The sourced table (plugins/module_utils/compat_facts.py, reviewed %s)\n" % f.AS_OF)
     w("One row per fact, one source per row; the sources, with the date each was read, follow the table.\n")
     w("| kind | key | value | source |")

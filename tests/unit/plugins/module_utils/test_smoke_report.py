@@ -265,6 +265,9 @@ def test_multinode_nccl_without_a_logged_transport_fails():
 def test_busbw_thresholds_per_hardware():
     assert sv.busbw_threshold("h100-sxm5-80gb", 8, 1, "nccl")[0] == 460.0
     assert sv.busbw_threshold("h200", 8, 1, "nccl")[0] == 431.0
+    floor, source = sv.busbw_threshold("b200", 8, 1, "nccl")
+    assert floor == 600.0 and "p6-b200" in source   # AWS's NVLink-only check (issue 27)
+    assert sv.busbw_threshold("gb200", 4, 1, "nccl")[0] is None   # no sourced NVL72 tray figure
     assert sv.busbw_threshold("h100-sxm5-80gb", 1, 1, "nccl")[0] is None  # one rank: busbw 0 by definition
     assert sv.busbw_threshold("h100-sxm5-80gb", 8, 4, "nccl", rdma_gbps_per_node=3200)[0] == pytest.approx(300.0)
     assert sv.busbw_threshold("h100-sxm5-80gb", 8, 1, "gloo")[0] is None
