@@ -174,6 +174,78 @@ def _finish(test):
     return test
 
 
+class _NcclTestsLog(object):
+    """One pass over a log: the tests finished so far, the one whose table is being read, the header lines
+    seen before its table (version, collective, ranks) and the table's columns."""
+
+    def __init__(self):
+        self.tests, self.current, self.columns = [], None, None
+        self.pending = _new_test()
+
+    def close_current(self):
+        if self.current is not None:
+            self.tests.append(_finish(self.current))
+            self.current = None
+
+    def close_finished_table(self):
+        # A rank list or a table header after a table with rows starts the next test (logs without markers).
+        if self.current is not None and self.current["rows"]:
+            self.close_current()
+
+    def feed(self, line):
+        m = _VERSION_RE.match(line)
+        if m:
+            self.close_current()
+            self.pending["nccl_tests_version"] = m.group(1)
+            self.pending["nccl_library"] = m.group(2)
+            return
+        m = _COLLECTIVE_START_RE.match(line)
+        if m:
+            self.close_current()
+            self.pending["collective"] = normalize_collective(m.group(1))
+            return
+        if _COLLECTIVE_END_RE.match(line):
+            self.close_current()
+            return
+        m = _RANK_RE.match(line)
+        if m:
+            self.close_finished_table()
+            target = self.current if self.current is not None else self.pending
+            target["ranks"].append({
+                "rank": int(m.group(1)), "host": m.group(2), "device": int(m.group(3)),
+                "bus_id": m.group(4), "gpu": m.group(5).strip() or None,
+            })
+            return
+        if line.startswith("#"):
+            self.comment(line)
+        elif self.current is not None and self.columns is not None:
+            row = _parse_row(line.split(), self.columns)
+            if row is not None:
+                self.current["rows"].append(row)
+
+    def comment(self, line):
+        """A '#' line: a table header starts a test; the summary lines belong to the current one."""
+        cols = _header_columns(line)
+        if cols is not None:
+            self.close_finished_table()
+            if self.current is None:
+                self.current, self.pending = self.pending, _new_test()
+            self.columns = cols
+            self.current["format"] = "wrong" if "#wrong" in cols else "error"
+            return
+        if self.current is None:
+            return
+        m = _AVG_RE.match(line)
+        if m:
+            self.current["avg_busbw_gbps"] = _num(m.group(1))
+            return
+        m = _OOB_RE.match(line)
+        if m:
+            self.current["out_of_bounds"] = int(m.group(1))
+            if m.group(2):
+                self.current["out_of_bounds_ok"] = m.group(2).upper() == "OK"
+
+
 def parse_nccl_tests(text):
     """Parse nccl-tests stdout into one entry per test in the log.
 
@@ -185,84 +257,13 @@ def parse_nccl_tests(text):
     column instead of ``#wrong``: wrong is then None (the error value is kept as ``error``).
     ``nranks`` counts the "# Rank N ... on host device d" header lines (None when cut off).
     """
-    tests = []
-    current = None
-    columns = None
-    pending = _new_test()  # header lines seen before any table (version, ranks)
-
-    def start_new():
-        nonlocal pending
-        test = pending
-        pending = _new_test()
-        return test
-
+    log = _NcclTestsLog()
     for raw in (text or "").splitlines():
-        line = raw.rstrip()
-        stripped = line.strip()
-        if not stripped:
-            continue
-        m = _VERSION_RE.match(stripped)
-        if m:
-            if current is not None:
-                tests.append(_finish(current))
-                current = None
-            pending["nccl_tests_version"] = m.group(1)
-            pending["nccl_library"] = m.group(2)
-            continue
-        m = _COLLECTIVE_START_RE.match(stripped)
-        if m:
-            if current is not None:
-                tests.append(_finish(current))
-                current = None
-            pending["collective"] = normalize_collective(m.group(1))
-            continue
-        m = _COLLECTIVE_END_RE.match(stripped)
-        if m:
-            if current is not None:
-                tests.append(_finish(current))
-                current = None
-            continue
-        m = _RANK_RE.match(stripped)
-        if m:
-            if current is not None and current["rows"]:
-                # A rank list after a finished table starts the next test (logs without markers).
-                tests.append(_finish(current))
-                current = None
-            target = current if current is not None else pending
-            target["ranks"].append({
-                "rank": int(m.group(1)), "host": m.group(2), "device": int(m.group(3)),
-                "bus_id": m.group(4), "gpu": m.group(5).strip() or None,
-            })
-            continue
-        if stripped.startswith("#"):
-            cols = _header_columns(stripped)
-            if cols is not None:
-                if current is not None and current["rows"]:
-                    tests.append(_finish(current))
-                    current = None
-                if current is None:
-                    current = start_new()
-                columns = cols
-                current["format"] = "wrong" if "#wrong" in cols else "error"
-                continue
-            m = _AVG_RE.match(stripped)
-            if m and current is not None:
-                current["avg_busbw_gbps"] = _num(m.group(1))
-                continue
-            m = _OOB_RE.match(stripped)
-            if m and current is not None:
-                current["out_of_bounds"] = int(m.group(1))
-                if m.group(2):
-                    current["out_of_bounds_ok"] = m.group(2).upper() == "OK"
-                continue
-            continue
-        if current is not None and columns is not None:
-            row = _parse_row(stripped.split(), columns)
-            if row is not None:
-                current["rows"].append(row)
-    if current is not None:
-        tests.append(_finish(current))
-    return tests
+        line = raw.strip()
+        if line:
+            log.feed(line)
+    log.close_current()
+    return log.tests
 
 
 def large_message_busbw(test, min_size_bytes=None, top=None):
