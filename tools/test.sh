@@ -24,15 +24,23 @@ export PATH="$repo/.venv/bin:$PATH" ANSIBLE_CONFIG="$repo/ansible.cfg" ANSIBLE_H
 
 t0=$(date +%s)
 stamp() { echo "== $1 (at $(( $(date +%s) - t0 )) s)"; }
-stamp "yamllint"
-yamllint -s .
-stamp "ansible-lint (production profile)"
-ansible-lint -q
-stamp "syntax-check of every playbook"
-for pb in site.yml playbooks/*.yml; do
-  ansible-playbook --syntax-check -i localhost, "$pb" >/dev/null
-  echo "ok  $pb"
-done
+# The static checks run beside pytest, not before it: the simulated fleet's bring-up and converge are the
+# fast tier's longest chain, and the checks (about 45 s, one core) fit in the time its nodes wait.
+static_checks() {
+  echo "== yamllint"
+  yamllint -s . || return 1
+  echo "== ansible-lint (production profile)"
+  ansible-lint -q || return 1
+  echo "== syntax-check of every playbook"
+  for pb in site.yml playbooks/*.yml; do
+    ansible-playbook --syntax-check -i localhost, "$pb" >/dev/null || { echo "syntax-check failed: $pb"; return 1; }
+    echo "ok  $pb"
+  done
+}
+static_log=$(mktemp "${TMPDIR:-/tmp}/gpufleet-static.XXXXXX")
+stamp "static checks (beside pytest; their output follows pytest's)"
+static_checks >"$static_log" 2>&1 &
+static_pid=$!
 
 stamp "pytest ($tier tier)"
 started=$(date +%s)
@@ -46,10 +54,19 @@ else
   python -m pytest -n "${GPUFLEET_TEST_WORKERS:-2}" "$@"
 fi
 rc=$?
+wait "$static_pid"
+static_rc=$?
 set -e
+cat "$static_log"
+rm -f "$static_log"
+stamp "static checks rc $static_rc"
 stamp "done, pytest rc $rc"
 if [ "$rc" -eq 5 ]; then
   echo "pytest collected no tests: that is a failure here" >&2
+  exit 1
+fi
+if [ "$static_rc" -ne 0 ]; then
+  echo "the static checks failed (above): that fails the run whatever pytest said" >&2
   exit 1
 fi
 if [ "$tier" = full ] && [ "$rc" -eq 0 ]; then
