@@ -66,9 +66,12 @@ def test_a_directory_gpufleet_did_not_make_is_refused_and_left_alone(outside):
     (artifacts / "runner").mkdir(parents=True)
     (artifacts / "runner" / "keep.txt").write_text("my notes\n")
     (artifacts / "notes.txt").write_text("more notes\n")
+    tmp = outside.parent / "tmp"  # the summary's fallback directory lands here, not in /tmp
+    tmp.mkdir()
     result = run_cli(["run", "preflight", "-i", local_inventory(outside / "inv.yml"), "--artifacts", artifacts],
-                     cwd=outside)
+                     cwd=outside, env=clean_env(PYTHONPATH=str(REPO), TMPDIR=str(tmp)))
     assert result.rc == 2
+    assert result.summary_path().parent.parent == tmp
     summary = result.summary()
     assert "not a gpufleet artifacts directory" in summary["reason"] and str(artifacts) in summary["reason"]
     assert sorted(p.relative_to(artifacts).as_posix() for p in artifacts.rglob("*")) == [

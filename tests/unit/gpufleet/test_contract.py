@@ -5,7 +5,7 @@ import json
 
 import jsonschema
 import pytest
-from cli_helpers import closed_port, local_inventory, run_cli
+from cli_helpers import REPO, clean_env, closed_port, local_inventory, run_cli
 
 from gpufleet.summary import SCHEMA_PATH
 
@@ -43,11 +43,15 @@ def test_unwritable_artifacts_directory_still_gets_a_summary(outside):
     blocker = outside / "a-file"
     blocker.write_text("not a directory\n")
     artifacts = blocker / "out"
+    # The fallback is a new temporary directory: this test's own, so the run leaves nothing in /tmp.
+    tmp = outside.parent / "tmp"
+    tmp.mkdir()
     result = run_cli(["run", "preflight", "-i", local_inventory(outside / "inv.yml"), "--artifacts", artifacts],
-                     cwd=outside)
+                     cwd=outside, env=clean_env(PYTHONPATH=str(REPO), TMPDIR=str(tmp)))
     summary = _assert_broken(result, None, "is not writable")
     assert str(artifacts) in summary["reason"]
-    assert result.summary_path() != artifacts / "summary.json"
+    assert result.summary_path().parent.parent == tmp
+    assert result.summary_path().parent.name.startswith("gpufleet-summary-")
 
 
 def test_unparsable_inventory_uses_ansibles_own_failure(outside):
