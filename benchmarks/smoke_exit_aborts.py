@@ -45,7 +45,7 @@ def main(argv=None):
     parser.add_argument("--job", type=Path, default=JOB)
     parser.add_argument("--port", type=int, default=29650, help="first rendezvous port on 127.0.0.1")
     args = parser.parse_args(argv)
-    busy = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(args.load)]
+    busy = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _loop in range(args.load)]
     failed = aborted = 0
     try:
         for i in range(args.runs):
