@@ -11,9 +11,8 @@ import pytest
 REPO = Path(__file__).resolve().parents[2]
 MAX_LINES = 80
 # Every product Python file: the collection's plugins, the CLI, and the programs the roles copy to nodes.
-MODULES = sorted({str(p.relative_to(REPO)) for pattern in ("plugins/**/*.py", "gpufleet/**/*.py", "roles/*/files/*.py",
-                                                          "roles/*/files/**/*.py")
-                 for p in REPO.glob(pattern)})
+PRODUCT_GLOBS = ("plugins/**/*.py", "gpufleet/**/*.py", "roles/*/files/*.py", "roles/*/files/**/*.py")
+MODULES = sorted({str(p.relative_to(REPO)) for pattern in PRODUCT_GLOBS for p in REPO.glob(pattern)})
 
 
 def long_functions(path, root=REPO):
