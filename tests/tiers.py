@@ -11,7 +11,7 @@ One mechanism serves two uses:
   never landed untested.
 
 The hash covers the files git would commit (tracked, plus untracked and not ignored) as they are in
-the working tree: an uncommitted edit counts. Outside a git checkout every file under the paths counts.
+the working tree: an uncommitted edit counts. Markdown files are left out: no run reads them. Outside a git checkout every file under the paths counts.
 
     python tests/tiers.py hash full          # the full tier's input hash
     python tests/tiers.py check-full         # exit 0 when the record matches, 1 (saying why) when not
@@ -50,8 +50,9 @@ def _files(paths: tuple[str, ...], root: Path) -> list[str]:
     except (OSError, subprocess.CalledProcessError):
         names = {str(p.relative_to(root)) for path in paths for p in (root / path).rglob("*") if p.is_file()}
         names |= {path for path in paths if (root / path).is_file()}
-    # A file git still lists but the working tree deleted is not an input any more.
-    return sorted(n for n in names if (root / n).is_file() and "__pycache__" not in n)
+    # A file git still lists but the working tree deleted is not an input any more. Markdown (a role's README,
+    # a SOURCES.md beside the captures) is read by people, never by a run or a verdict: it is no input.
+    return sorted(n for n in names if (root / n).is_file() and "__pycache__" not in n and not n.endswith(".md"))
 
 
 def input_hash(paths: tuple[str, ...], extra: dict | None = None, root: Path = REPO) -> str:

@@ -37,6 +37,14 @@ def test_the_hash_follows_content_of_inputs_only(tree):
     assert tiers.full_tier_hash(tree) != before
 
 
+def test_markdown_under_the_inputs_is_no_input(tree):
+    before = tiers.full_tier_hash(tree)
+    (tree / "roles/r/README.md").write_text("# r\nwhat the role does\n")
+    assert tiers.full_tier_hash(tree) == before
+    (tree / "roles/r/tasks/extra.yml").write_text("---\n")
+    assert tiers.full_tier_hash(tree) != before
+
+
 def test_an_untracked_new_input_and_a_deleted_one_count(tree):
     before = tiers.full_tier_hash(tree)
     (tree / "roles/r/defaults").mkdir()

@@ -20,7 +20,7 @@ REPO = Path(__file__).resolve().parents[2]
 TICKED = re.compile(r"`([^`]+)`")
 
 # Being rewritten elsewhere (issue 26) when this was written: each entry must go once its file is fixed.
-ROLES_WITHOUT_README = {"pytorch"}
+ROLES_WITHOUT_README: set[str] = set()
 # Every Python file carries the Apache-2.0 header (nvidia_smi.py was the last GPL one, issue 26).
 GPL_HEADER_PENDING: set[str] = set()
 
