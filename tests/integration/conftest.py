@@ -32,17 +32,8 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(pytest.mark.skip(reason=reason))
     # The fleet's tests first, in phase order: under xdist they are one work unit (tests/conftest.py),
     # handed out first, so the fleet starts at once on one worker and the unit tests fill the rest.
-    # Then the long unit tests (marked slow, and the GPU scripts' CPU paths), so they run on the other worker
-    # while the fleet does and the tier ends on short ones: in collection order they came last (ansible-test
-    # sanity, tests/gpu), and the tier's last minute had one worker idle.
-    items.sort(key=_queue_position)
-
-
-def _queue_position(item) -> int:
-    if item.fspath.dirname.endswith("integration"):
-        return PHASES.get(item.module.__name__.rsplit(".", 1)[-1], FAULT_PHASE)
-    long_unit = "slow" in item.keywords or item.fspath.dirname.endswith("/tests/gpu")
-    return FAULT_PHASE + (1 if long_unit else 2)
+    items.sort(key=lambda item: PHASES.get(item.module.__name__.rsplit(".", 1)[-1], FAULT_PHASE)
+               if item.fspath.dirname.endswith("integration") else FAULT_PHASE + 1)
 
 
 @pytest.hookimpl(hookwrapper=True)
