@@ -44,11 +44,13 @@ def test_a_second_run_on_a_directory_in_use_is_refused_and_writes_nothing_there(
     first = start_cli(["run", "preflight", "-i", inventory, "--artifacts", artifacts], first_dir, env)
     try:
         assert wait_for(lambda: len(tarpit.held) >= 2, 120), (first_dir / "stdout").read_text()
+        fallback_tmp = tmp_path / "tmp"  # the refused run's summary lands in a new directory here, not in /tmp
+        fallback_tmp.mkdir()
         second = run_cli(["run", "preflight", "-i", local_inventory(tmp_path / "quick.yml", hosts=("n1",)),
-                          "--artifacts", artifacts], cwd=tmp_path, env=env)
+                          "--artifacts", artifacts], cwd=tmp_path, env={**env, "TMPDIR": str(fallback_tmp)})
         assert second.rc == 2 and "Traceback" not in second.stderr
         assert "in use by another gpufleet run" in second.stderr
-        assert second.summary_path() != artifacts / "summary.json"
+        assert second.summary_path().parent.parent == fallback_tmp
         assert not (artifacts / "summary.json").exists()  # the first run has not written its own yet
         first.send_signal(signal.SIGTERM)
         assert first.wait(timeout=30) == 2
