@@ -41,6 +41,8 @@ static_log=$(mktemp "${TMPDIR:-/tmp}/gpufleet-static.XXXXXX")
 stamp "static checks (beside pytest; their output follows pytest's)"
 static_checks >"$static_log" 2>&1 &
 static_pid=$!
+# Interrupted (CI's timeout, ^C), the checks end with the run and leave no log behind.
+trap 'pkill -P "$static_pid" 2>/dev/null; kill "$static_pid" 2>/dev/null; rm -f "$static_log"' EXIT
 
 stamp "pytest ($tier tier)"
 started=$(date +%s)
