@@ -72,6 +72,9 @@ def test_validate_checks_health_then_reboots_for_ecc_then_checks_again():
     (first,), (second,) = plays[health]["tasks"], plays[again]["tasks"]
     assert first["ansible.builtin.import_tasks"] == second["ansible.builtin.import_tasks"] == "tasks/validate_health.yml"
     assert "when" not in first and second["when"] == "validate_ecc_rebooted | length > 0"
+    # A node rebooted for ECC whose GPU is still pending fails the second time (ECC_ENABLE_NOT_APPLIED).
+    assert "vars" not in first
+    assert second["vars"] == {"gpu_health_ecc_pending_fails": "{{ inventory_hostname in validate_ecc_rebooted }}"}
     assert plays[reboot]["tags"] == plays[health]["tags"] == plays[again]["tags"] == ["health"]
 
 
@@ -87,6 +90,13 @@ def test_ansible_runs_the_ecc_reboot_between_the_two_health_checks():
     reboots = [i for i, t in enumerate(tasks) if t == "gpufleet.cluster.reboot : Reboot the node"]
     assert len(evaluations) == 2 and len(reboots) == 1, tasks
     assert evaluations[0] < reboots[0] < evaluations[1]
+
+
+def test_the_role_hands_the_strict_pending_check_to_the_evaluation():
+    variables = role_vars("gpu_health", DEBIAN, gpu_health_ecc_pending_fails="true")
+    templar = Templar(loader=LOADER, variables=variables)
+    assert render(templar, trust_as_template("{{ __gpu_health_thresholds.ecc_pending_fails }}")) is True
+    assert load(ROLES_DIR / "gpu_health/defaults/main.yml")["gpu_health_ecc_pending_fails"] is False
 
 
 def test_the_recheck_names_the_ecc_nodes_whose_reboot_is_done():
