@@ -54,6 +54,8 @@ DEFAULTS = {
     "ecc_uncorrectable_volatile_max": 0,
     "ecc_uncorrectable_aggregate_max": 0,
     "ecc_correctable_volatile_max": 10000,
+    # The node was just rebooted to apply ECC that gpu_health enabled: still pending means it did not take.
+    "ecc_pending_fails": False,
     "retired_pages_warn": 10,
     "retired_pages_fail": 62,
     # GPUs every node must have: the profile's count, else the cluster majority (the role passes
@@ -231,7 +233,14 @@ def _ecc_mode_findings(node, gpu, opts, current, pending):
                 "Use data-centre GPUs with ECC for training, or set gpu_health_ecc_required: false",
                 value=mode.get("current"), threshold="Enabled", counter="ecc.mode.current", **ref))
     elif current is False and opts["ecc_required"]:
-        if pending is True:
+        if pending is True and opts["ecc_pending_fails"]:
+            out.append(make_finding(
+                "ECC_ENABLE_NOT_APPLIED", "fail", node,
+                "%s ECC is still Disabled after the reboot that was to enable it (pending Enabled)" % _name(gpu),
+                "Reset the GPU (nvidia-smi -r -i %s) or power-cycle the node and check dmesg for Xid errors; "
+                "if ECC stays Disabled, take the GPU out of service" % gpu.get("index"),
+                value="Disabled", threshold="Enabled", counter="ecc.mode.current", **ref))
+        elif pending is True:
             out.append(make_finding(
                 "ECC_ENABLE_PENDING_REBOOT", "warn", node,
                 "%s ECC is enabled pending a reboot (current Disabled, pending Enabled)" % _name(gpu),

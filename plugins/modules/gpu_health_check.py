@@ -48,6 +48,11 @@ options:
       ecc_required:
         description: Fail GPUs with ECC off; GPUs without ECC warn.
         type: bool
+      ecc_pending_fails:
+        description:
+          - The node was just rebooted to apply the ECC mode gpu_health enabled; a GPU still at current Disabled,
+            pending Enabled fails (C(ECC_ENABLE_NOT_APPLIED)) instead of warning (C(ECC_ENABLE_PENDING_REBOOT)).
+        type: bool
       ecc_uncorrectable_volatile_max:
         description: Volatile uncorrectable ECC errors above this fail.
         type: int
@@ -201,6 +206,7 @@ from ansible_collections.gpufleet.cluster.plugins.module_utils.health import (
 
 THRESHOLD_SPEC = {
     "ecc_required": {"type": "bool"},
+    "ecc_pending_fails": {"type": "bool"},
     "ecc_uncorrectable_volatile_max": {"type": "int"},
     "ecc_uncorrectable_aggregate_max": {"type": "int"},
     "ecc_correctable_volatile_max": {"type": "int"},

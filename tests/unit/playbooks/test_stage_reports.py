@@ -39,6 +39,8 @@ def _walk(node):
 def _roles_of(playbook):
     names = set()
     for item in _walk(yaml.safe_load((REPO / "playbooks" / playbook).read_text())):
+        if str(item.get("ansible.builtin.import_tasks", "")).startswith("tasks/"):  # the playbooks' own task files
+            names |= _roles_of(item["ansible.builtin.import_tasks"])
         name = item.get("role") or (item.get("ansible.builtin.import_role") or item.get("ansible.builtin.include_role")
                                     or {}).get("name")
         if isinstance(name, str):

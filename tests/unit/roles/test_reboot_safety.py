@@ -272,6 +272,7 @@ def test_the_stack_reboots_through_the_batched_play():
     # Skipped for a converged node by the stack playbook alone: a later reboot play (site.yml's) reads again.
     assert reboot[0]["when"] == "not stack_record.converged | default(false)"
     find, play = yaml.safe_load((REPO / "playbooks" / "reboot.yml").read_text())
-    assert "serial" not in find and play["hosts"].endswith(":&gpufleet_reboot_requested")
+    assert "serial" not in find and play["hosts"].endswith(":&{{ gpufleet_reboot_group | default('gpufleet_reboot_requested') }}")
+    assert find["tasks"][1]["ansible.builtin.group_by"]["key"] == "{{ gpufleet_reboot_group | default('gpufleet_reboot_requested') }}"
     assert play["max_fail_percentage"] == "{{ gpufleet_reboot_max_fail_percentage | default(0) }}"
     assert play["serial"] == "{{ gpufleet_reboot_serial | default('10%') }}"

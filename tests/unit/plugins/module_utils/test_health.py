@@ -659,3 +659,15 @@ def test_module_takes_the_cluster_counts_and_returns_distinct_counts(capsys):
     assert "failed" not in out, out.get("msg")
     assert "GPU_COUNT_LOW" in {f["code"] for f in out["findings"]}
     assert out["gpu_counts"]["driver"] == 7 and out["gpu_counts"]["pci"] == 7
+
+
+def test_ecc_still_pending_after_the_reboot_for_it_fails():
+    gpu_info = gpu_info_from(H100X8)
+    gpu_info["gpus"][0]["ecc_mode"] = {"current": "disabled", "pending": "enabled"}
+    findings = health.check_gpus("n", gpu_info, {"ecc_pending_fails": True})
+    ecc = [(f["code"], f["severity"], f["gpu_index"]) for f in findings if f["code"].startswith("ECC_")]
+    assert ecc == [("ECC_ENABLE_NOT_APPLIED", "fail", 0)]
+    assert "still Disabled after the reboot" in findings[[f["code"] for f in findings].index("ECC_ENABLE_NOT_APPLIED")]["message"]
+    # Enabled after the reboot: nothing to say, strict or not.
+    gpu_info["gpus"][0]["ecc_mode"]["current"] = "enabled"
+    assert not [f for f in health.check_gpus("n", gpu_info, {"ecc_pending_fails": True}) if f["code"].startswith("ECC")]
