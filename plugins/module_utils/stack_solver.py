@@ -1003,7 +1003,7 @@ def dcgm_plan(family, cuda_key):
     A CUDA major NVIDIA ships no ``datacenter-gpu-manager-4-cuda<major>`` for gets no packages and the reason
     (compat_packages.DCGM_PACKAGES, rule DCGM_MATCHES_CUDA)."""
     rule = _data.DCGM_PACKAGES
-    major = str(cuda_key).split(".")[0]
+    major = str(cuda_key).split(".", maxsplit=1)[0]
     if major not in rule["cuda_majors"]:
         return {"packages": [], "version": None,
                 "reason": "DCGM 4 not planned: NVIDIA ships no datacenter-gpu-manager-4-cuda%s for CUDA %s (DCGM 4 has "
