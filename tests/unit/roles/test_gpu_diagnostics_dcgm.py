@@ -24,10 +24,11 @@ def diagnostics_play() -> dict:
     return next(p for p in load(VALIDATE) if p["name"] == "Run the GPU diagnostics")
 
 
-def wired_from(plan: dict, **inventory) -> dict:
-    """gpu_diagnostics_packages / _package_version as the validate play's variables set them from a plan."""
+def wired_from(plan: dict | None, **inventory) -> dict:
+    """gpu_diagnostics_packages / _package_version as the validate play's variables set them from a plan (None:
+    the plan could not be computed on the node)."""
     play_vars = diagnostics_play()["vars"]
-    templar = Templar(loader=LOADER, variables={"gpu_stack_plan": plan, **inventory})
+    templar = Templar(loader=LOADER, variables={**({"gpu_stack_plan": plan} if plan else {}), **inventory})
     return {k: render(templar, v) for k, v in play_vars.items()}
 
 
@@ -42,7 +43,8 @@ def templar_for(facts: dict, **extra) -> Templar:
 def test_the_validate_play_plans_and_hands_over_the_dcgm_packages():
     play = diagnostics_play()
     assert play["gather_facts"] is True
-    assert any(t.get("ansible.builtin.import_tasks") == "tasks/gpu_stack_plan.yml" for t in play["pre_tasks"])
+    assert any(t.get("ansible.builtin.import_tasks") == "tasks/gpu_stack_plan.yml"
+               for t in walk(play["pre_tasks"]))
     plan = stack_plan({"cuda": "12.8"}, gpus=["NVIDIA H100 80GB HBM3"], os="ubuntu22.04", arch="x86_64", nvswitch=False)
     wired = wired_from(plan)
     assert wired == {"gpu_diagnostics_packages": ["datacenter-gpu-manager-4-core", "datacenter-gpu-manager-4-cuda12"],
@@ -55,6 +57,8 @@ def test_the_validate_play_plans_and_hands_over_the_dcgm_packages():
 def test_a_plan_without_dcgm_hands_over_nothing_to_install():
     plan = {"packages": {"dcgm": []}, "dcgm_version": None}
     assert wired_from(plan) == {"gpu_diagnostics_packages": [], "gpu_diagnostics_package_version": ""}
+    assert wired_from(None) == {"gpu_diagnostics_packages": [], "gpu_diagnostics_package_version": ""}
+    assert any("rescue" in t for t in diagnostics_play()["pre_tasks"])  # an unplannable node still runs its checks
     main = tasks_by_name("main.yml")["Install DCGM and start its host engine"]
     templar = templar_for(UBUNTU, gpu_diagnostics_packages=[])
     assert not all(render(templar, trust_as_template("{{ %s }}" % c)) for c in main["when"])
