@@ -24,14 +24,14 @@ try:  # collection import path
     from ansible_collections.gpufleet.cluster.plugins.module_utils.compat_torch import (  # noqa: F401
         TORCH_INDEX_URL, TORCH_RELEASES)
     from ansible_collections.gpufleet.cluster.plugins.module_utils.compat_packages import (  # noqa: F401
-        CUDA_REPO_BASE, DRIVER_PACKAGE_GRAPHS, FABRIC_MANAGER_PACKAGES, IMEX_PACKAGES, NVLSM_PACKAGES, OS_ALIASES,
-        OS_PACKAGE_NAMES, REPO_ARCHES, REPO_BRANCHES, REPO_CUDA_RANGE, REPO_DISTROS, REPO_PACKAGES_UNVERIFIED, REPO_SOURCE)
+        CUDA_REPO_BASE, DCGM_PACKAGES, DRIVER_PACKAGE_GRAPHS, FABRIC_MANAGER_PACKAGES, IMEX_PACKAGES, NVLSM_PACKAGES,
+        OS_ALIASES, OS_PACKAGE_NAMES, REPO_ARCHES, REPO_BRANCHES, REPO_CUDA_RANGE, REPO_DISTROS, REPO_PACKAGES_UNVERIFIED, REPO_SOURCE)
 except ImportError:  # pragma: no cover - direct import from the source tree
     from compat_cuda import CC_SUPPORT, CUDA_TOOLKITS, MISSION_CUDA_RANGE, WHEEL_DRIVER_FLOOR  # type: ignore # noqa: F401
     from compat_drivers import (DRIVER_BRANCHES, FABRIC_MANAGER, GPU_MIN_DRIVER,  # type: ignore # noqa: F401
                                 KERNEL_MODULES, LAST_BRANCH_FOR_ARCH)
     from compat_torch import TORCH_INDEX_URL, TORCH_RELEASES  # type: ignore # noqa: F401
-    from compat_packages import (CUDA_REPO_BASE, DRIVER_PACKAGE_GRAPHS, FABRIC_MANAGER_PACKAGES,  # type: ignore # noqa: F401
+    from compat_packages import (CUDA_REPO_BASE, DCGM_PACKAGES, DRIVER_PACKAGE_GRAPHS, FABRIC_MANAGER_PACKAGES,  # type: ignore # noqa: F401
                                  IMEX_PACKAGES, NVLSM_PACKAGES, OS_ALIASES, OS_PACKAGE_NAMES, REPO_ARCHES, REPO_BRANCHES, REPO_CUDA_RANGE,
                                  REPO_DISTROS, REPO_PACKAGES_UNVERIFIED, REPO_SOURCE)
 
@@ -40,7 +40,7 @@ __all__ = [
     "DRIVER_BRANCHES", "FABRIC_MANAGER", "GPU_MIN_DRIVER", "KERNEL_MODULES",
     "LAST_BRANCH_FOR_ARCH",
     "TORCH_INDEX_URL", "TORCH_RELEASES",
-    "CUDA_REPO_BASE", "DRIVER_PACKAGE_GRAPHS", "FABRIC_MANAGER_PACKAGES", "IMEX_PACKAGES", "NVLSM_PACKAGES",
+    "CUDA_REPO_BASE", "DCGM_PACKAGES", "DRIVER_PACKAGE_GRAPHS", "FABRIC_MANAGER_PACKAGES", "IMEX_PACKAGES", "NVLSM_PACKAGES",
     "OS_ALIASES", "OS_PACKAGE_NAMES",
     "REPO_ARCHES", "REPO_BRANCHES", "REPO_CUDA_RANGE", "REPO_DISTROS", "REPO_PACKAGES_UNVERIFIED", "REPO_SOURCE",
     "RULES",
@@ -75,4 +75,7 @@ RULES = {
     "NVLINK5_NEEDS_NVLSM": "an NVSwitch system of NVLink 5 GPUs (HGX B200/B300) gets the NVLink Subnet Manager beside the "
                            "fabric manager",
     "MNNVL_NEEDS_IMEX": "a multi-node NVLink GPU (GB200/GB300 NVL72) gets the IMEX service at exactly the driver's version",
+    "DCGM_MATCHES_CUDA": "DCGM 4 is the -core package with the diagnostics package of the toolkit's CUDA major "
+                         "(datacenter-gpu-manager-4-cuda<major>), both at one DCGM release; a CUDA major without one "
+                         "gets no DCGM, with the reason in the warnings",
 }

@@ -267,6 +267,30 @@ NVLSM_PACKAGES = {
                "Manager\"', code index id 57713776942)"),
 }
 
+# DCGM 4 (issue 27 item 6): one host engine and tools package (-core) and one diagnostics package per CUDA major
+# (-cuda11, -cuda12, -cuda13), both at the same DCGM release; the plan takes the CUDA major of its toolkit. DCGM
+# is versioned on its own, not by the driver or the toolkit, so the release is a row here (the newest one seen in
+# NVIDIA's repositories) that the operator may override (gpufleet_dcgm_version). The 4.x packages conflict with
+# DCGM 3's single datacenter-gpu-manager package, which the install replaces in the same transaction.
+DCGM_PACKAGES = {
+    "packages": ["datacenter-gpu-manager-4-core", "datacenter-gpu-manager-4-cuda{MAJOR}"],
+    "cuda_majors": ["11", "12", "13"],
+    "version": {"apt": "1:4.5.2-1", "dnf": "4.5.2-1"},
+    "replaces": ["datacenter-gpu-manager"],
+    "service": "nvidia-dcgm",
+    "source": ("Amazon Linux 2023 release notes, NVIDIA packages of the 2023.10.20260302 AMI (code index id 70178809999): "
+               "datacenter-gpu-manager-4-core, -4-cuda11, -4-cuda12, -4-cuda13, -4-cuda-all, -4-proprietary(-cudaN), "
+               "-4-devel, -4-multinode at 4.5.2-1; Azure/AgentBaker pull request 7855 (renovate, NVIDIA repository, "
+               "Ubuntu 22.04 and 24.04): datacenter-gpu-manager-4-core 1:4.5.1-1 -> 1:4.5.2-1 (the epoch of the apt "
+               "version, also 'datacenter-gpu-manager-4-core=1:4.4.0-1' from ubuntu2404/sbsa, code index id "
+               "56447889209); Azure/azhpc-images install_dcgm.sh (code index id 22157867073): 'apt-get install "
+               "datacenter-gpu-manager-4-cuda${CUDA_VERSION}=${DCGM_VERSION} datacenter-gpu-manager-4-core="
+               "${DCGM_VERSION}', the CUDA major from nvidia-smi; NVIDIA/deepops pull request 1394: DGX OS 7 ships "
+               "datacenter-gpu-manager-4-cuda13 (4.5.2), and the 3.x and 4.x series conflict (installing "
+               "datacenter-gpu-manager removes the 4.x packages; 3.3.9 has cuda10/11/12 plugins only); the service "
+               "nvidia-dcgm: the same install_dcgm.sh ('systemctl --now enable nvidia-dcgm')"),
+}
+
 # Other packages per family. {XY} = toolkit "12-2", {NCCL} = the CUDA_TOOLKITS nccl string.
 OS_PACKAGE_NAMES = {
     "apt": {

@@ -998,6 +998,20 @@ def nvlink_packages(graph, branch, models, nvswitch):
     return {"imex": imex, "nvlsm": nvlsm}
 
 
+def dcgm_plan(family, cuda_key):
+    """DCGM 4 for the toolkit's CUDA major: ``{"packages": [...], "version": str or None, "reason": str or None}``.
+    A CUDA major NVIDIA ships no ``datacenter-gpu-manager-4-cuda<major>`` for gets no packages and the reason
+    (compat_packages.DCGM_PACKAGES, rule DCGM_MATCHES_CUDA)."""
+    rule = _data.DCGM_PACKAGES
+    major = str(cuda_key).split(".", maxsplit=1)[0]
+    if major not in rule["cuda_majors"]:
+        return {"packages": [], "version": None,
+                "reason": "DCGM 4 not planned: NVIDIA ships no datacenter-gpu-manager-4-cuda%s for CUDA %s (DCGM 4 has "
+                          "diagnostics packages for CUDA %s only)" % (major, cuda_key, ", ".join(rule["cuda_majors"]))}
+    return {"packages": [n.format(MAJOR=major) for n in rule["packages"]], "version": rule["version"][family],
+            "reason": None}
+
+
 def plan_packages(family, graph, branch, flavour, cuda_key, nvswitch, models=()):
     names = _data.OS_PACKAGE_NAMES[family]
     nccl = _data.CUDA_TOOLKITS[cuda_key]["nccl"]
@@ -1010,10 +1024,11 @@ def plan_packages(family, graph, branch, flavour, cuda_key, nvswitch, models=())
         "fabricmanager": fabricmanager_packages(graph, branch) if nvswitch else [],
     }
     packages.update(nvlink_packages(graph, branch, models, nvswitch))
+    packages["dcgm"] = dcgm_plan(family, cuda_key)["packages"]
     return packages, driver
 
 
-def _package_warnings(ctx, graph, driver, packages):
+def _package_warnings(ctx, graph, driver, packages, cuda_key):
     warnings = []
     if not all(graph["verified"].values()):
         warnings.append("the %s driver package names / flavour-switch steps for R%s follow NVIDIA's documented "
@@ -1033,6 +1048,9 @@ def _package_warnings(ctx, graph, driver, packages):
         imex = ", ".join(packages["imex"])
         warnings.append("multi-node NVLink GPUs: %s runs at exactly the driver version (%s) on every compute tray; "
                         "its nodes_config.cfg names the NVLink domain's trays" % (imex, driver["recommended"]))
+    dcgm_reason = dcgm_plan(ctx.family, cuda_key)["reason"]
+    if dcgm_reason:
+        warnings.append(dcgm_reason)
     if ctx.os_key.startswith("debian"):
         warnings.append("packages come from NVIDIA's %s repository; never pin NVIDIA's libnccl2 version against "
                         "Debian's own archive (different version scheme)" % ctx.distro)
@@ -1047,7 +1065,7 @@ RULES_CHECKED = ["UNKNOWN_TORCH", "UNSUPPORTED_OS", "UNKNOWN_GPU", "NO_CUDA_FOR_
                  "TORCH_CUDA_MAJOR_MISMATCH", "TORCH_WHEEL_LACKS_CC", "NO_SUPPORTED_BRANCH", "BRANCH_DROPPED_GPU",
                  "DRIVER_BRANCH_TOO_OLD_FOR_CUDA", "DRIVER_TOO_OLD_FOR_WHEEL", "DRIVER_TOO_OLD_FOR_GPU",
                  "OPEN_MODULES_NEED_TURING", "OPEN_MODULES_REQUIRED", "NCCL_MATCHES_CUDA",
-                 "FABRIC_MANAGER_MATCHES_DRIVER", "NVLINK5_NEEDS_NVLSM", "MNNVL_NEEDS_IMEX"]
+                 "FABRIC_MANAGER_MATCHES_DRIVER", "NVLINK5_NEEDS_NVLSM", "MNNVL_NEEDS_IMEX", "DCGM_MATCHES_CUDA"]
 
 
 def solve(request):
@@ -1059,7 +1077,7 @@ def solve(request):
     driver = plan_driver(ctx, toolkit)
     packages, graph = plan_packages(ctx.family, ctx.graph, driver["branch"], driver["kernel_modules"], cuda_key,
                                     ctx.nvswitch, ctx.models)
-    ctx.warnings.extend(_package_warnings(ctx, graph, driver, packages))
+    ctx.warnings.extend(_package_warnings(ctx, graph, driver, packages, cuda_key))
     return build_plan(ctx, toolkit, driver, packages, graph)
 
 
@@ -1130,6 +1148,7 @@ def build_plan(ctx, toolkit, driver, packages, graph):
         "repository_cuda_releases": repository_cuda_releases(ctx.distro),
         "nvswitch": ctx.nvswitch, "fabricmanager_version": recommended if ctx.nvswitch else None,
         "imex_version": recommended if packages["imex"] else None,
+        "dcgm_version": dcgm_plan(ctx.family, cuda_key)["version"],
         "torch": toolkit["torch"], "gpus": [dict(g) for g in ctx.models],
         "rules_checked": list(RULES_CHECKED), "warnings": ctx.warnings,
     }

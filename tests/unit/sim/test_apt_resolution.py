@@ -175,3 +175,17 @@ def test_debian12_has_no_r535_and_documented_commands_resolve(debian):
     assert rc == 0 and "nvidia-kernel-dkms" in names(inst), out
     rc, _inst, _remv, out = debian.simulate("cuda-toolkit-12-2")
     assert rc != 0 and "Unable to locate package cuda-toolkit-12-2" in out
+
+
+@pytest.mark.parametrize("sandbox, dcgm3, major", [("ubuntu", "1:3.3.6", "12"), ("ubuntu", "1:3.3.5", "11"),
+                                                   ("debian", "1:3.3.5", "12")])
+def test_dcgm4_install_replaces_dcgm3_in_one_transaction(request, sandbox, dcgm3, major):
+    """The gpu_diagnostics role's install (the plan's -core and -cuda<major> at its version, issue 27 item 6) on a
+    node with DCGM 3: apt removes datacenter-gpu-manager in the same transaction, installs both at the version."""
+    apt = request.getfixturevalue(sandbox)
+    apt.install(["datacenter-gpu-manager=" + dcgm3], manual=["datacenter-gpu-manager"])
+    wanted = ["datacenter-gpu-manager-4-core=1:4.5.2-1", "datacenter-gpu-manager-4-cuda%s=1:4.5.2-1" % major]
+    rc, inst, remv, out = apt.simulate(*wanted)
+    assert rc == 0, out
+    assert inst == set(wanted), out
+    assert remv == {"datacenter-gpu-manager"}, out

@@ -313,3 +313,23 @@ def test_an_hgx_b200_plan_is_served_by_the_ubuntu2204_repository():
             assert any(v.split(":")[-1].rsplit("-", 1)[0] == request["version"] for v in offered), request
         elif request["match"] == "branch":
             assert any(v.startswith(request["version"] + "-") for v in offered), request
+
+
+@pytest.mark.parametrize("name, os_in, cuda", [("ubuntu2204", "ubuntu22.04", "12.8"), ("ubuntu2204", "ubuntu22.04", "11.8"),
+                                               ("debian12", "debian12", "12.4"), ("ubuntu2404", "ubuntu24.04", "13.2"),
+                                               ("ubuntu2404", "ubuntu24.04", "12.5")])
+def test_the_dcgm4_packages_a_plan_names_are_served_at_its_version(name, os_in, cuda):
+    """The simulated repositories offer DCGM 4 as the plan names it (issue 27 item 6): -core and the -cuda<major>
+    package at the plan's DCGM release, -core replacing DCGM 3's package, dcgmi and the host engine unit in -core."""
+    from ansible_collections.gpufleet.cluster.plugins.filter.stack_plan import stack_plan
+    plan = stack_plan({"cuda": cuda}, gpus=["NVIDIA H100 80GB HBM3"], os=os_in, arch="x86_64", nvswitch=False)
+    m = MANIFESTS[name]
+    assert plan["packages"]["dcgm"][-1].endswith("-cuda" + cuda.split(".")[0])
+    for package in plan["packages"]["dcgm"]:
+        assert plan["dcgm_version"] in m.versions(package), (package, m.versions(package))
+    core = m.entry("datacenter-gpu-manager-4-core", plan["dcgm_version"])
+    assert "datacenter-gpu-manager" in core.conflicts and "datacenter-gpu-manager" in core.replaces
+    files, _links, _post, _pre = packages.payload_files(core)
+    assert {"/usr/bin/dcgmi", "/lib/systemd/system/nvidia-dcgm.service"} <= set(files)
+    cuda_pkg = m.entry(plan["packages"]["dcgm"][-1], plan["dcgm_version"])
+    assert cuda_pkg.depends == ("datacenter-gpu-manager-4-core (= %s)" % plan["dcgm_version"],)

@@ -25,7 +25,7 @@ def test_plan_shape():
                        "os": "ubuntu22.04", "arch": "x86_64", "nvswitch": False})
     for key in ("cuda_version", "driver_branch", "driver_min_version", "packages", "repository", "torch", "warnings"):
         assert key in plan
-    assert set(plan["packages"]) == {"driver", "toolkit", "nccl", "fabricmanager", "imex", "nvlsm"}
+    assert set(plan["packages"]) == {"driver", "toolkit", "nccl", "fabricmanager", "imex", "nvlsm", "dcgm"}
     assert set(plan["torch"]) >= {"version", "variant", "index_url", "torchvision", "torchaudio"}
     json.dumps(plan)  # plain data only
 

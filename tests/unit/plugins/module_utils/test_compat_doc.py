@@ -105,6 +105,14 @@ def render_tables():
         ", ".join(d.NVLSM_PACKAGES["gpus"])))
     w("\n- **IMEX**: %s" % d.IMEX_PACKAGES["source"])
     w("- **NVLSM**: %s" % d.NVLSM_PACKAGES["source"])
+    w("\n### DCGM 4 (gpu_diagnostics)\n")
+    w("| CUDA major | packages | version (apt / dnf) | replaces |")
+    w("|---|---|---|---|")
+    for major in d.DCGM_PACKAGES["cuda_majors"]:
+        names = ", ".join(n.format(MAJOR=major) for n in d.DCGM_PACKAGES["packages"])
+        w("| %s | %s | %s / %s | %s |" % (major, names, d.DCGM_PACKAGES["version"]["apt"],
+                                          d.DCGM_PACKAGES["version"]["dnf"], ", ".join(d.DCGM_PACKAGES["replaces"])))
+    w("\n- **DCGM 4**: %s" % d.DCGM_PACKAGES["source"])
     w("\n### The sourced table (plugins/module_utils/compat_facts.py, reviewed %s)\n" % f.AS_OF)
     w("One row per fact, one source per row; the sources, with the date each was read, follow the table.\n")
     w("| kind | key | value | source |")

@@ -58,6 +58,15 @@ def test_dcgm4_failing_document_becomes_a_coded_finding():
     assert finding["remediation"]
 
 
+def test_dcgm4_document_judged_at_level_2_names_the_tests_it_lacks():
+    """validate runs DCGM 4 at level 2 (issue 27 item 6): a 4.x document whose memory and pcie tests did not
+    report is incomplete, never a level-2 pass (no real 4.x level-2 capture was found; the level-1 one stands in)."""
+    parsed = dcgm.parse_dcgm_diag(DCGM4_FAIL.read_text())
+    findings = _valid(dcgm.evaluate_dcgm(parsed, "node2", 2, rc=226))
+    assert [f["code"] for f in findings] == ["DCGM_FR_PERSISTENCE_MODE", "DCGM_LEVEL_INCOMPLETE"]
+    assert "-r 2" in findings[1]["message"] and "memory, pcie" in findings[1]["message"]
+
+
 def test_nonzero_exit_without_a_failing_test_is_a_run_error():
     parsed = dcgm.parse_dcgm_diag(DCGM3_PASS.read_text())
     (finding,) = _valid(dcgm.evaluate_dcgm(parsed, "node1", 1, rc=205))

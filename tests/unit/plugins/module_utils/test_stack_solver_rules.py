@@ -288,7 +288,7 @@ def test_plan_contract_keys_and_shapes(os_in):
                   "nvswitch": True})
     for key, kind in CONTRACT_KEYS.items():
         assert isinstance(plan[key], kind), key
-    assert set(plan["packages"]) == {"driver", "toolkit", "nccl", "fabricmanager", "imex", "nvlsm"}
+    assert set(plan["packages"]) == {"driver", "toolkit", "nccl", "fabricmanager", "imex", "nvlsm", "dcgm"}
     assert set(plan["driver_flavour_packages"]) == {"open", "proprietary"}
     for names in list(plan["packages"]["driver"]) + list(plan["packages"]["fabricmanager"]):
         assert "=" not in names and not any(c.isspace() for c in names)  # names only, no versions
