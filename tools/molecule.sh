@@ -8,9 +8,11 @@ repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$repo"
 [ -x .venv/bin/molecule ] || bash tools/setup.sh --test
 export PATH="$repo/.venv/bin:$PATH"
-# molecule's runtime installs a copy of the collection under $ANSIBLE_HOME/collections: in the clone,
-# never in the user's ~/.ansible, where every later ansible-doc or ansible-playbook would find that stale copy.
-export ANSIBLE_HOME="${ANSIBLE_HOME:-$repo/.ansible}"
+# molecule's runtime installs a copy of the collection under $ANSIBLE_HOME/collections: in the clone, never in
+# the user's ~/.ansible, and in a home of molecule's own, never the one tools/test.sh gives ansible-lint: lint
+# resolves modules from that home's collections first, so once the code moved on, molecule's copy made it report
+# a module added since (gpufleet.cluster.stack_record) as unknown.
+export ANSIBLE_HOME="$repo/.ansible/molecule"
 # No colour codes in CI logs; the idempotence step reads the recap either way.
 export NO_COLOR="${NO_COLOR:-1}" ANSIBLE_FORCE_COLOR="${ANSIBLE_FORCE_COLOR:-0}"
 # One simulator job at a time on this host (tests/sim/gfsim/util.py, SIM_LOCK): molecule waits for a
