@@ -8,6 +8,8 @@
 - ``nodes | gpufleet.cluster.bandwidth_network_plan(endpoints, network, rdma_tool)``: RDMA or the TCP fallback
 - ``links | gpufleet.cluster.bandwidth_link_tests(plan, endpoints, port)``: one test per link, rails and roles
 - ``test | gpufleet.cluster.bandwidth_server_argv(rail, seconds, size, qps)``: the server command of a rail
+- ``test | gpufleet.cluster.bandwidth_servers_argv(seconds, size, qps, repeats)``: one command serving every
+  rail of a perftest test, each rail's server once per repeat
 - ``nodes | gpufleet.cluster.bandwidth_ring_links``: directed ring a->b->...->a
 - ``ring | gpufleet.cluster.bandwidth_slow_links(fraction, min_gbps)``: ring links below the floor
 - ``nodes | gpufleet.cluster.bandwidth_isolation_pairs(slow_links)``: suspect/reference pair tests
@@ -93,6 +95,12 @@ def bandwidth_server_argv(test, rail, seconds, size=None, qps=None):
     return _plan.server_argv(test, rail, seconds, size, qps)
 
 
+def bandwidth_servers_argv(test, seconds, size=None, qps=None, repeats=1):
+    if int(repeats) < 1:
+        raise AnsibleFilterError("bandwidth_servers_argv: repeats must be 1 or more, got %r" % (repeats,))
+    return _plan.servers_argv(test, seconds, size, qps, int(repeats))
+
+
 def bandwidth_confirm_pairs(nodes, ring, per_node, pairs, fraction=_bw.DEFAULT_FRACTION, min_gbps=0):
     return _bw.confirm_pairs(_nodes(nodes), ring or [], per_node or {}, pairs or [],
                              float(fraction), float(min_gbps or 0) or None)
@@ -113,6 +121,7 @@ class FilterModule:  # pylint: disable=too-few-public-methods
             "bandwidth_network_plan": bandwidth_network_plan,
             "bandwidth_link_tests": bandwidth_link_tests,
             "bandwidth_server_argv": bandwidth_server_argv,
+            "bandwidth_servers_argv": bandwidth_servers_argv,
             "bandwidth_ring_links": bandwidth_ring_links,
             "bandwidth_slow_links": bandwidth_slow_links,
             "bandwidth_isolation_pairs": bandwidth_isolation_pairs,

@@ -22,6 +22,8 @@ Every test and figure carries the network, the tool and the devices it used.
 
 from __future__ import annotations
 
+import shlex
+
 from ansible_collections.gpufleet.cluster.plugins.module_utils.nccl_env import classify_ports, natural_key
 
 RDMA_TOOLS = ("ib_write_bw", "ib_read_bw")
@@ -263,6 +265,19 @@ def server_argv(test, rail, seconds, size=None, qps=None):
         return [TCP_TOOL, "-s", "-B", test["server_address"], "-p", str(rail["port"])]
     return [test["tool"], "-d", rail["server_device"], "-i", str(rail["server_ib_port"]), "-p", str(rail["port"])] \
         + _perftest_options(seconds, size, qps)
+
+
+def servers_argv(test, seconds, size=None, qps=None, repeats=1):
+    """One command serving every rail of a perftest test side by side, each rail's server once per repeat.
+
+    One transient unit per test rather than one per rail: starting a unit is a round trip to the node, and a
+    test on an eight-HCA node would make eight. The command exits with the last failing server's status.
+    """
+    script = "pids=''"
+    for rail in test["rails"]:
+        server = " ".join(shlex.quote(arg) for arg in server_argv(test, rail, seconds, size, qps))
+        script += "; (for _ in $(seq %d); do %s || exit $?; done) & pids=\"$pids $!\"" % (int(repeats), server)
+    return ["sh", "-c", script + '; rc=0; for pid in $pids; do wait "$pid" || rc=$?; done; exit $rc']
 
 
 def client_argv(test, rail, seconds, size=None, qps=None):

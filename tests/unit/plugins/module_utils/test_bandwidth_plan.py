@@ -1,5 +1,8 @@
 """Which network, tool and devices the pair tests use (on real ibstat captures), and the figures they give."""
 
+import os
+import subprocess
+
 import pytest
 
 from ansible_collections.gpufleet.cluster.plugins.module_utils import bandwidth, bandwidth_plan as plan
@@ -105,6 +108,37 @@ def test_client_and_server_commands_agree():
     expected = ["iperf3", "-c", "10.0.0.2", "-p", "5201", "-t", "1", "-J", "-B", "10.0.0.1"]
     assert plan.client_argv(tcp, tcp["rails"][0], 0.3) == expected
     assert plan.server_argv(tcp, tcp["rails"][0], 2) == ["iperf3", "-s", "-B", "10.0.0.2", "-p", "5201"]
+
+
+def _fake_server(tmp_path, failing_port=None):
+    """An ib_write_bw that logs its port and exits 1 on `failing_port`: what sh runs in place of perftest."""
+    tool = tmp_path / "ib_write_bw"
+    tool.write_text('#!/bin/sh\nwhile [ "$1" != -p ]; do shift; done\necho "$2" >> "%s"\n[ "$2" != "%s" ]\n'
+                    % (tmp_path / "served", failing_port))
+    tool.chmod(0o755)
+    return dict(os.environ, PATH="%s:%s" % (tmp_path, os.environ["PATH"]))
+
+
+def test_one_command_serves_every_rail_once_per_repeat_and_reports_a_failed_server(tmp_path):
+    endpoints = _endpoints()
+    test = plan.link_tests([{"src": "node1", "dst": "node2"}], plan.network_plan(NODES, endpoints), endpoints, 29517)[0]
+    argv = plan.servers_argv(test, 2, 1048576, 1, repeats=3)
+    assert argv[:2] == ["sh", "-c"] and len(argv) == 3, argv
+    # Each rail's own server command, as bandwidth_server_argv gives it.
+    for rail in test["rails"]:
+        assert " ".join(plan.server_argv(test, rail, 2, 1048576, 1)) in argv[2]
+    proc = subprocess.run(argv, env=_fake_server(tmp_path), capture_output=True, text=True, timeout=60, check=False)
+    assert proc.returncode == 0, proc.stderr
+    ports = sorted((tmp_path / "served").read_text().split())
+    assert ports == sorted(str(r["port"]) for r in test["rails"] for _ in range(3)), ports
+    # A server that fails ends its rail's repeats, and the unit's status says so.
+    (tmp_path / "served").unlink()
+    failing = test["rails"][0]["port"]
+    proc = subprocess.run(argv, env=_fake_server(tmp_path, failing), capture_output=True, text=True, timeout=60,
+                          check=False)
+    assert proc.returncode == 1, proc
+    ports = (tmp_path / "served").read_text().split()
+    assert ports.count(str(failing)) == 1 and ports.count(str(test["rails"][1]["port"])) == 3, ports
 
 
 def _run(test, per_rail):
