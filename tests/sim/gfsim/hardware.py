@@ -82,7 +82,7 @@ PROFILES = {
 }
 
 GPU_FAULTS = {"ecc-uncorrectable", "ecc-disabled", "remap-pending", "remap-failure", "gpu-missing",
-              "gpu-diag-fail", "gpu-slow"}
+              "gpu-diag-fail", "gpu-slow", "fabric-incomplete"}
 IB_FAULTS = {"ib-port-down"}
 NET_FAULTS = {"link-cut", "link-slow"}
 FAULTS = sorted(GPU_FAULTS | IB_FAULTS | NET_FAULTS)

@@ -138,7 +138,15 @@ def render(text: str, *, driver_version: str | None, cuda_version: str | None,
     return join_gpus(head, out, tail)
 
 
+# fabric-incomplete: the GPU has not registered with the NVLink fabric, as a real B300 read whose fabric manager
+# could not finish (tests/fixtures/nvidia-smi-fabric): State In Progress, Status N/A (NVML's status is only
+# meaningful once the state is Completed).
+FABRIC_INCOMPLETE = {"state": "In Progress", "status": "N/A"}
+
+
 def _fault_block(block: str, xml: bool, faults) -> str:
+    if "fabric-incomplete" in faults:
+        block = _fabric_incomplete(block, xml)
     if "ecc-uncorrectable" in faults:
         if xml:
             for section in ("volatile", "aggregate"):
@@ -169,6 +177,24 @@ def _fault_block(block: str, xml: bool, faults) -> str:
             block = _set_text(block, "Pending", pending, count=1, after="Remapped Rows")
             block = _set_text(block, "Remapping Failure Occurred", failure, count=1, after="Remapped Rows")
     return block
+
+
+def _fabric_incomplete(block: str, xml: bool) -> str:
+    """Only a GPU that registers is edited: one whose capture reports a fabric state. Ampere and PCIe GPUs print
+    N/A (or no section) and never register, so no real one reads In Progress."""
+    if xml:
+        section = re.search(r"<fabric>.*?</fabric>", block, re.S)
+        state = section and re.search(r"<state>([^<]*)</state>", section.group(0))
+    else:
+        state = re.search(r"^\s*Fabric\s*\n\s*State\s*: (.*)$", block, re.M)
+    if not state or state.group(1).strip().upper() in ("N/A", ""):
+        return block
+    if xml:
+        edited = _set_xml(section.group(0), "state", FABRIC_INCOMPLETE["state"], count=1)
+        edited = _set_xml(edited, "status", FABRIC_INCOMPLETE["status"], count=1)
+        return block[:section.start()] + edited + block[section.end():]
+    block = _set_text(block, "State", FABRIC_INCOMPLETE["state"], count=1, after="Fabric")
+    return _set_text(block, "Status", FABRIC_INCOMPLETE["status"], count=1, after="Fabric")
 
 
 def _ecc_uncorrectable_xml(section: str) -> str:

@@ -41,3 +41,11 @@ def test_h100_profile_does_not_require_open_modules(tmp_path):
     hardware.write_node_hardware(tmp_path, "node1", hardware.node_hardware("hgx-h100", {}), [])
     config = json.loads((tmp_path / hardware.NODE_ETC / "node.json").read_text())
     assert config["requires_open_modules"] is False and config["gpu_capture"].endswith(".txt")
+
+
+def test_every_fault_is_in_the_documented_fault_table():
+    doc = (Path(__file__).resolve().parents[3] / "docs" / "simulated-cluster.md").read_text()
+    table = doc.split("## Faults", 1)[1].split("\n## ", 1)[0]
+    documented = {name for row in table.splitlines() if row.startswith("| `")
+                  for name in row.split("|")[1].replace("`", "").replace(" ", "").split("/")}
+    assert set(hardware.FAULTS) == documented
