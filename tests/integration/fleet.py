@@ -24,9 +24,11 @@ import os
 import shutil
 import subprocess
 import time
+import xml.etree.ElementTree as ET
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import pytest
 import yaml
 
 from simharness import VENV_BIN, SimCluster, bring_up, simlib, simutil, tear_down
@@ -216,3 +218,22 @@ def release(fleet: Fleet | None) -> list[str]:
     """Tear the fleet down; what the host still holds of it afterwards (empty when clean)."""
     tear_down(NAME)
     return simlib.leftovers(NAME)
+
+
+def assert_smoke_reports(reports: Path, doc: dict, n: int) -> None:
+    """A CPU smoke job's reports on n nodes: gloo, the sweep's figures, training, JUnit, chart and summary."""
+    assert doc["backend"] == "gloo" and doc["device"] == "cpu" and doc["nccl"] is None
+    assert doc["world_size"] == n and doc["nnodes"] == n
+    rows = doc["sweep"]["rows"]
+    assert rows[0]["size_bytes"] == 8 and rows[-1]["size_bytes"] == 64 * 1024 * 1024
+    for row in rows:
+        assert row["wrong"] == 0
+        assert row["busbw_gbps"] == row["algbw_gbps"] * (2 * (n - 1) / n)
+        assert row["algbw_gbps"] == pytest.approx(row["size_bytes"] / (row["time_us"] * 1e-6) / 1e9, rel=1e-12)
+    t = doc["training"]
+    assert t["loss_last"] < t["loss_first"] and t["params_in_sync"] and t["nonfinite_values"] == 0
+    junit = ET.parse(reports / "smoke.junit.xml").getroot()
+    assert {c.get("name") for c in junit.iter("testcase")} >= {"nodes_joined", "loss_decreased", "params_in_sync"}
+    svg = ET.parse(reports / "smoke_busbw.svg").getroot()
+    assert svg.find("{http://www.w3.org/2000/svg}polyline") is not None
+    assert "**gloo**" in (reports / "smoke.md").read_text()

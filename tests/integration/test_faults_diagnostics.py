@@ -1,8 +1,10 @@
 """A node whose DCGM diagnostic fails is named with its finding code by `gpufleet run validate`, and the
 healthy nodes still train: the smoke job runs on the nodes the earlier plays left in the run.
 
-node2 gets `gpu-diag-fail` (the stand-in dcgmi replays a real failing document). The bandwidth stage is
-skipped: this test is not about bandwidth (test_faults_bandwidth.py is).
+node2 gets `gpu-diag-fail` (the stand-in dcgmi replays a real failing document). The bandwidth and
+benchmark stages are skipped: this test is about neither (test_faults_bandwidth.py is about the first, the
+converge runs the second). The smoke job on the two nodes left is the fast tier's passing two-node job: every
+report is checked.
 """
 
 from __future__ import annotations
@@ -12,6 +14,8 @@ from pathlib import Path
 
 import jsonschema
 import pytest
+
+import fleet as fleet_lib
 
 pytestmark = pytest.mark.sim
 
@@ -23,7 +27,7 @@ def test_validate_names_the_diag_failure_and_the_others_still_train(fleet, tmp_p
     artifacts = tmp_path / "artifacts"
     fleet.sim.fault("node2", "gpu-diag-fail")
     try:
-        proc, summary = fleet.gpufleet(artifacts, "validate", "--limit", "converged", "--skip-tags", "bandwidth",
+        proc, summary = fleet.gpufleet(artifacts, "validate", "--limit", "converged", "--skip-tags", "bandwidth,benchmark",
                                        "--baseline-dir", str(tmp_path / "baselines"))
     finally:
         fleet.sim.clear("node2", "gpu-diag-fail")
@@ -42,4 +46,6 @@ def test_validate_names_the_diag_failure_and_the_others_still_train(fleet, tmp_p
     # The healthy nodes still train; a CPU run says gloo.
     assert summary["smoke"]["passed"] is True and summary["smoke"]["backend"] == "gloo", summary["smoke"]
     smoke = json.loads((artifacts / "reports" / "smoke.json").read_text())
-    assert sorted(smoke["nodes_joined"]) == ["node1", "node3"]
+    assert smoke["hosts_expected"] == ["node1", "node3"] and sorted(smoke["nodes_joined"]) == ["node1", "node3"]
+    assert smoke["verdict"]["passed"], smoke["verdict"]["reasons"]
+    fleet_lib.assert_smoke_reports(artifacts / "reports", smoke, 2)
