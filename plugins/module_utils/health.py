@@ -427,18 +427,7 @@ def _check_gpu_state(node, gpu, opts):
             "%s driver asks for recovery action %s" % (_name(gpu), action),
             "Do what it names (GPU Reset, Node Reboot, Drain P2P, Drain and Reset) before the node runs jobs",
             value=action, threshold="None", counter="gpu_recovery_action", **ref))
-    fabric = gpu.get("fabric") or {}
-    state, status = fabric.get("state"), fabric.get("status")
-    if state is not None or status is not None:
-        state_l, status_l = str(state or "").lower(), str(status or "").lower()
-        if status_l and status_l not in ("success", "n/a") or state_l and state_l not in ("completed", "n/a"):
-            out.append(make_finding(
-                "FABRIC_STATE_FAILURE", "fail", node,
-                "%s NVLink fabric state %s, status %s (needs Completed/Success before CUDA can use the GPU)"
-                % (_name(gpu), state, status),
-                "Check nvidia-fabricmanager (systemctl status, /var/log/fabricmanager.log) and that its version "
-                "equals the driver's; restart it, reset the GPUs or reboot",
-                value="%s/%s" % (state, status), threshold="Completed/Success", counter="fabric.state", **ref))
+    out.extend(_check_fabric_state(node, gpu))
     if (gpu.get("ecc_errors_detail") or {}).get("unrepairable_memory") is True:
         out.append(make_finding(
             "UNREPAIRABLE_MEMORY", "fail", node,
@@ -446,6 +435,25 @@ def _check_gpu_state(node, gpu, opts):
             "Take the GPU out of service and open an RMA: its memory cannot be repaired in place",
             value=True, threshold=False, counter="ecc_errors.unrepairable_memory", **ref))
     return out
+
+
+def _check_fabric_state(node, gpu):
+    """A GPU's NVLink fabric registration as the driver reports it: anything but Completed/Success (N/A where the
+    GPU does not register) fails. Absent fields (older drivers) are not judged here (_check_fabric_reported)."""
+    ref = _gpu_ref(gpu)
+    fabric = gpu.get("fabric") or {}
+    state, status = fabric.get("state"), fabric.get("status")
+    if state is not None or status is not None:
+        state_l, status_l = str(state or "").lower(), str(status or "").lower()
+        if status_l and status_l not in ("success", "n/a") or state_l and state_l not in ("completed", "n/a"):
+            return [make_finding(
+                "FABRIC_STATE_FAILURE", "fail", node,
+                "%s NVLink fabric state %s, status %s (needs Completed/Success before CUDA can use the GPU)"
+                % (_name(gpu), state, status),
+                "Check nvidia-fabricmanager (systemctl status, /var/log/fabricmanager.log) and that its version "
+                "equals the driver's; restart it, reset the GPUs or reboot",
+                value="%s/%s" % (state, status), threshold="Completed/Success", counter="fabric.state", **ref)]
+    return []
 
 
 def _reasons(gpu):
@@ -648,6 +656,15 @@ def _check_fabric_reported(node, gpu_info, counts, opts):
                 "Read nvidia-smi -q's Fabric section: the fabric manager (and NVLSM on NVLink 5, IMEX on NVL72) must "
                 "run at the driver's version before the GPU registers; a driver too old to report it cannot be judged",
                 value=fabric.get("state"), threshold="Completed/Success", counter="fabric.state", **_gpu_ref(gpu)))
+    return out
+
+
+def check_fabric(node, gpu_info):
+    """Every GPU's NVLink fabric registration, judged once for health (check_gpus) and diagnostics
+    (nvlink.evaluate_fabric): a state missing where the GPUs must register, and any state not Completed/Success."""
+    out = _check_fabric_reported(node, gpu_info, None, None)
+    for gpu in gpu_info.get("gpus") or []:
+        out.extend(_check_fabric_state(node, gpu))
     return out
 
 

@@ -19,9 +19,9 @@ Judgement and sources:
   ``nvlink -s`` captures, reference/health-checks.md);
 * error counters above ``error_max`` (default 0) warn: gcm ``dcgmi nvlink -e`` flags > 0, imbue warns
   at a total >= 5; they are counters since driver load, so a warn, not a verdict;
-* on NVSwitch systems every GPU's fabric state must be Completed/Success (nvidia-smi ``-q``
-  ``Fabric`` section) and the fabric manager must run (imbue ``systemctl is-active
-  nvidia-fabricmanager``; AWS: FM down -> RESET).
+* on NVSwitch systems the fabric manager must run (imbue ``systemctl is-active nvidia-fabricmanager``;
+  AWS: FM down -> RESET), and every GPU's fabric state is judged by health.check_fabric (Completed/Success
+  on Hopper and later, nvidia-smi ``-q`` ``Fabric`` section).
 """
 
 from __future__ import annotations
@@ -29,6 +29,7 @@ from __future__ import annotations
 import re
 
 from ansible_collections.gpufleet.cluster.plugins.module_utils.findings import make_finding
+from ansible_collections.gpufleet.cluster.plugins.module_utils.health import check_fabric
 from ansible_collections.gpufleet.cluster.plugins.module_utils.nvidia_smi import parse_nvidia_smi_nvlink
 
 # Links per GPU and GB/s per link as nvidia-smi nvlink -s prints them on healthy parts, keyed by a
@@ -147,9 +148,10 @@ def evaluate_nvlink(status, errors, node, expected_links=None, expected_gbps=Non
 
 
 def evaluate_fabric(gpus, node, nvswitch_present, fabric_manager_active):
-    """NVSwitch systems: fabric manager running and every GPU's fabric state Completed/Success.
+    """NVSwitch systems: the fabric manager running, and every GPU's fabric registration as health judges it
+    (health.check_fabric: one judgement for both reports; an HGX A100's GPUs do not register and pass).
 
-    ``gpus`` is gpu_info's list (each with ``fabric`` {state, status} or None)."""
+    ``gpus`` is gpu_info's list (each with ``fabric`` {state, status}, ``architecture`` and ``model``)."""
     if not nvswitch_present:
         return []
     findings = []
@@ -158,20 +160,4 @@ def evaluate_fabric(gpus, node, nvswitch_present, fabric_manager_active):
             "FABRIC_MANAGER_DOWN", "fail", node, "NVSwitch system without a running nvidia-fabricmanager",
             "Install nvidia-fabricmanager at exactly the driver's version and start it; GPUs cannot use NVLink"
             " across the NVSwitches without it", value="inactive", threshold="active"))
-    for gpu in gpus or []:
-        fabric = gpu.get("fabric")
-        idx = gpu.get("index")
-        if not fabric:
-            findings.append(make_finding(
-                "FABRIC_STATE_UNKNOWN", "fail", node, "GPU %s reports no fabric state on an NVSwitch system" % idx,
-                "Check the driver version supports fabric state (nvidia-smi -q, Fabric section)",
-                gpu_index=idx, gpu_bus_id=gpu.get("pci_bus_id")))
-            continue
-        if fabric.get("state") != "Completed" or fabric.get("status") not in ("Success", None):
-            findings.append(make_finding(
-                "FABRIC_NOT_READY", "fail", node,
-                "GPU %s fabric state %s, status %s" % (idx, fabric.get("state"), fabric.get("status")),
-                "Restart nvidia-fabricmanager and read its log (/var/log/fabricmanager.log)",
-                value="%s/%s" % (fabric.get("state"), fabric.get("status")), threshold="Completed/Success",
-                gpu_index=idx, gpu_bus_id=gpu.get("pci_bus_id")))
-    return findings
+    return findings + check_fabric(node, {"gpus": gpus or [], "nvswitch": True})

@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from ansible_collections.gpufleet.cluster.plugins.module_utils import dcgm, nvlink, perfquery
+from ansible_collections.gpufleet.cluster.plugins.module_utils import dcgm, health, nvlink, perfquery
 from ansible_collections.gpufleet.cluster.plugins.module_utils.findings import validate_finding
 from fixtures_path import FIXTURES as SHARED
 
@@ -131,12 +131,29 @@ def test_nvlink_error_counters_zero_pass_and_threshold_applies():
 
 
 def test_fabric_state_on_nvswitch_systems():
-    gpus = [{"index": 0, "pci_bus_id": "00000000:18:00.0", "fabric": {"state": "Completed", "status": "Success"}},
-            {"index": 1, "pci_bus_id": "00000000:2A:00.0", "fabric": {"state": "In Progress", "status": "N/A"}},
-            {"index": 2, "pci_bus_id": "00000000:3A:00.0", "fabric": None}]
+    gpus = [{"index": 0, "pci_bus_id": "00000000:18:00.0", "architecture": "Hopper",
+             "fabric": {"state": "Completed", "status": "Success"}},
+            {"index": 1, "pci_bus_id": "00000000:2A:00.0", "architecture": "Hopper",
+             "fabric": {"state": "In Progress", "status": "N/A"}},
+            {"index": 2, "pci_bus_id": "00000000:3A:00.0", "architecture": "Hopper", "fabric": None}]
     assert nvlink.evaluate_fabric(gpus, "n", nvswitch_present=False, fabric_manager_active=False) == []
-    codes = [f["code"] for f in _valid(nvlink.evaluate_fabric(gpus, "n", True, False))]
-    assert codes == ["FABRIC_MANAGER_DOWN", "FABRIC_NOT_READY", "FABRIC_STATE_UNKNOWN"]
+    found = [(f["code"], f.get("gpu_index")) for f in _valid(nvlink.evaluate_fabric(gpus, "n", True, False))]
+    # The GPUs are judged by health's own check (the same codes in both reports).
+    assert sorted(found, key=str) == sorted([("FABRIC_MANAGER_DOWN", None), ("FABRIC_STATE_MISSING", 2),
+                                             ("FABRIC_STATE_FAILURE", 1)], key=str)
+    assert [f for f in found if f[0] != "FABRIC_MANAGER_DOWN"] == [
+        (f["code"], f["gpu_index"]) for f in health.check_fabric("n", {"gpus": gpus, "nvswitch": True})]
+
+
+def test_an_hgx_a100_whose_gpus_do_not_register_passes_the_fabric_check():
+    """A100s report Fabric State N/A (they never register with the fabric): a running fabric manager is all
+    their NVSwitch system needs. Judged per GPU as Hopper's are, every real A100 would fail."""
+    from ansible_collections.gpufleet.cluster.plugins.module_utils.nvidia_smi import parse_nvidia_smi
+    capture = SHARED / "nvidia-smi-xml" / "a100-sxm4-80gb-mig-4gi-drv535.54.03-cuda12.2.xml"
+    gpus = parse_nvidia_smi(capture.read_text())["gpus"]
+    assert gpus and all(str((g.get("fabric") or {}).get("state")).lower() in ("n/a", "none") for g in gpus), gpus
+    assert nvlink.evaluate_fabric(gpus, "n", nvswitch_present=True, fabric_manager_active=True) == []
+    assert [f["code"] for f in nvlink.evaluate_fabric(gpus, "n", True, False)] == ["FABRIC_MANAGER_DOWN"]
 
 
 def test_fabric_state_from_a_real_h100_capture_is_ready():
