@@ -139,7 +139,9 @@ def scan_nvidia_pci(sysfs_path="/sys/bus/pci/devices"):
         pci_class = _hex(_read(os.path.join(base, "class")))
         kind = classify_nvidia_function(vendor, device, pci_class)
         model = None
-        if kind is None and vendor == MELLANOX_PCI_VENDOR_ID and pci_class is not None:
+        # An SR-IOV VF (it has a physfn link) is no bridge function, whatever VPD the kernel shows for it.
+        if (kind is None and vendor == MELLANOX_PCI_VENDOR_ID and pci_class is not None
+                and not os.path.lexists(os.path.join(base, "physfn"))):
             if is_nvswitch_bridge(vendor, _read_bytes(os.path.join(base, "vpd"))):
                 kind, model = "nvswitch_bridge", NVSWITCH_BRIDGE_MODEL
         if kind is None:

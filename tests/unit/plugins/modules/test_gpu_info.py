@@ -202,6 +202,15 @@ def test_hgx_b200_nvswitches_seen_through_the_cx7_bridge(monkeypatch, capsys, tm
     assert {d["model"] for d in result["pci_devices"] if d["kind"] == "gpu"} == {"NVIDIA B200"}
 
 
+def test_a_vf_of_the_bridge_is_not_counted(monkeypatch, capsys, tmp_path):
+    # The public detections skip SR-IOV VFs (a physfn link) before reading VPD; one LPF is counted once.
+    lpf = pci_vpd(NIC_VA + ":SMDL=SW_MNG")
+    sysfs = Path(b200_sysfs(tmp_path, [lpf, lpf]))
+    (sysfs / "0000:e0:00.1" / "physfn").symlink_to(sysfs / "0000:e0:00.0")
+    result, _calls = run_module(monkeypatch, capsys, {"pci_sysfs_path": str(sysfs)}, {}, bin_found=False)
+    assert (result["pci_nvswitch_bridge_count"], result["nvswitch"]) == (1, True)
+
+
 @pytest.mark.parametrize("bridge_vpds", [[], [None, None]], ids=["no-bridge-function", "vpd-unreadable"])
 def test_b200_gpu_ids_and_cx7_nics_alone_are_not_an_nvswitch_system(monkeypatch, capsys, tmp_path, bridge_vpds):
     # The B200 GPU id is on PCIe boards and in VMs too; an ordinary CX7 NIC shares the bridge's PCI id.
