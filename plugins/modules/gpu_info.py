@@ -10,9 +10,25 @@ module: gpu_info
 short_description: Gather NVIDIA GPU facts from the PCI bus and nvidia-smi
 version_added: "0.1.0"
 description:
-  - Counts NVIDIA GPUs (PCI vendor C(0x10de), display/3D classes) and NVSwitch bridges from sysfs,
+  - Counts NVIDIA GPUs (PCI vendor C(0x10de), display/3D classes) and NVSwitches from sysfs,
     so a GPU the driver no longer sees ("fell off the bus") shows as a mismatch between
     O(pci_sysfs_path) and the driver.
+  - Whether this is an NVSwitch system (RV(nvswitch)) follows how the host sees the switches, per generation (NVIDIA Fabric
+    Manager User Guide release 2.3, sections 1.3.1, 1.3.2 and 1.6.4,
+    U(https://docs.nvidia.com/datacenter/tesla/pdf/fabric-manager-user-guide.pdf)).
+    HGX A100 and H100/H200 - each NVSwitch is an NVIDIA PCI function of class C(0x0680)
+    (C(10de:1af1), C(10de:22a3)), counted in RV(pci_nvswitch_count).
+    HGX B100/B200 (fourth-generation NVSwitch) - the NVSwitches are B(not) PCI functions; the host reaches
+    them through the ConnectX-7 bridge on the GPU baseboard, whose Limited PFs (the ones FM and NVLSM
+    bind to) carry C(SMDL=SW_MNG) in their PCI VPD, while ordinary ConnectX-7 NICs share the same id
+    C(15b3:1021) without it. Those functions are counted in RV(pci_nvswitch_bridge_count).
+    HGX B300 is assumed to be the same (the guide names B100/B200 only). Any node whose GPUs report an
+    NVLink fabric state (nvidia-smi) counts as well.
+  - Reading a function's C(vpd) needs root. Without it no bridge is seen, and a B200 node looks like a node
+    without NVSwitches until the driver reports the fabric state.
+  - A node that counts only the B200 GPU id (C(10de:2901), as aws-parallelcluster-cookbook PR 2987 does for
+    P6 instances, whose NVSwitches show no PCI function) is not treated as an NVSwitch system; an 8-GPU
+    PCIe or VM node with that id would be misjudged.
   - Runs C(nvidia-smi -q -x) (C locale) and returns per-GPU facts parsed by
     C(gpufleet.cluster.plugins.module_utils.nvidia_smi.parse_nvidia_smi), plus C(nvidia-smi topo -m).
   - Works on a node with no GPU, with GPUs but no driver, with a broken driver and with a working one,
@@ -136,20 +152,26 @@ missing_from_driver:
   type: list
   elements: str
 pci_devices:
-  description: NVIDIA GPUs and NVSwitches found on the PCI bus, sorted by bus id.
+  description: NVIDIA GPUs, NVSwitches and NVSwitch management bridges found on the PCI bus, sorted by bus id.
   returned: always
   type: list
   elements: dict
   contains:
     bus_id: {description: "Normalized bus id (C(00000000:18:00.0)).", type: str}
     sysfs_name: {description: "Directory name under O(pci_sysfs_path).", type: str}
-    vendor_id: {description: "C(0x10de).", type: str}
+    vendor_id: {description: "C(0x10de), or C(0x15b3) for an NVSwitch management bridge.", type: str}
     device_id: {description: "PCI device id, C(0x2330).", type: str}
     class: {description: "PCI class code, C(0x030200).", type: str}
-    kind: {description: "C(gpu) or C(nvswitch).", type: str}
+    kind: {description: "C(gpu), C(nvswitch) or C(nvswitch_bridge).", type: str}
     model: {description: "Model name from the PCI device id, null when unknown.", type: str}
+pci_nvswitch_bridge_count:
+  description: ConnectX-7 functions whose VPD marks them as the NVSwitch management bridge (C(SMDL=SW_MNG)),
+    the way an HGX B200 host reaches its NVSwitches.
+  returned: always
+  type: int
+  sample: 2
 nvswitch:
-  description: NVSwitch bridges on the bus, or a GPU reporting NVLink fabric state.
+  description: NVSwitches on the bus, an NVSwitch management bridge, or a GPU reporting NVLink fabric state.
   returned: always
   type: bool
 topology:
@@ -248,6 +270,7 @@ class GpuInfo(object):
             "driver_gpu_count": None,
             "pci_gpu_count": 0,
             "pci_nvswitch_count": 0,
+            "pci_nvswitch_bridge_count": 0,
             "gpu_count_mismatch": False,
             "missing_from_driver": [],
             "pci_devices": [],
@@ -271,7 +294,8 @@ class GpuInfo(object):
         r["pci_devices"] = pci
         r["pci_gpu_count"] = sum(1 for d in pci if d["kind"] == "gpu")
         r["pci_nvswitch_count"] = sum(1 for d in pci if d["kind"] == "nvswitch")
-        r["nvswitch"] = r["pci_nvswitch_count"] > 0
+        r["pci_nvswitch_bridge_count"] = sum(1 for d in pci if d["kind"] == "nvswitch_bridge")
+        r["nvswitch"] = r["pci_nvswitch_count"] > 0 or r["pci_nvswitch_bridge_count"] > 0
 
         smi = self.find_nvidia_smi()
         r["nvidia_smi_path"] = smi

@@ -68,8 +68,12 @@ PROFILES = {
     # are the HGX H100 capture's (the board layout, not a B200 fact). nvidia-smi answers only that
     # it has no capture; with the proprietary module it finds no devices, as Blackwell needs the
     # open kernel modules (gpufleet issue 12).
+    # Its NVSwitches are no PCI functions (fourth generation): the host reaches them through the
+    # ConnectX-7 bridge on the baseboard, two ports each exposing a full PF and a Limited PF whose VPD
+    # carries SMDL=SW_MNG (Fabric Manager User Guide 2.3, 1.3.2; SOURCES.md "Hardware profile hgx-b200").
     "hgx-b200": {
-        "description": "HGX B200 (PCI ids only): 8x B200 (10de:2901), no nvidia-smi capture, no NVSwitch ids",
+        "description": ("HGX B200 (PCI ids only): 8x B200 (10de:2901), no nvidia-smi capture, NVSwitches behind "
+                        "the ConnectX-7 bridge (2 ports x PF + LPF, LPF VPD SMDL=SW_MNG)"),
         "gpu": None,
         "pci_gpus": {"bus_ids_from": "nvidia-smi-q/h100-sxm-80gb-hbm3-x8-drv535.183.01-cuda12.2.txt",
                      "device": "0x2901"},
@@ -77,6 +81,10 @@ PROFILES = {
         "topo": None,
         "gpu_pci_class": "0x030200",
         "nvswitch": None,
+        # Bus addresses and the VPD's other fields are not sourced; the ids, class and marker are.
+        "nvswitch_bridge": {"vendor": "0x15b3", "device": "0x1021", "class": "0x020700",
+                            "functions": {"0000:e0:00.0": "full", "0000:e0:00.1": "limited",
+                                          "0000:e1:00.0": "full", "0000:e1:00.1": "limited"}},
         "requires_open_modules": True,
     },
 }
@@ -252,6 +260,29 @@ def set_faults(merged: Path, faults: list[str]) -> None:
         util.write_json(merged / NODE_ETC / "ecc.json", capture_lib.ecc_mode(gpu_capture.read_text()))
 
 
+def pci_vpd(vendor_field: str) -> bytes:
+    """A PCI VPD image as sysfs' ``vpd`` returns it (PCIe Base spec "Vital Product Data": identifier string,
+    VPD-R with PN, SN and a vendor-specific VA keyword, RV, end tag). Only ``vendor_field`` matters to a
+    reader: the CX7 bridge's Limited PF carries ``SMDL=SW_MNG`` there (where in the VPD is not sourced)."""
+    def resource(tag: int, data: bytes) -> bytes:
+        return bytes([tag, len(data) & 0xFF, len(data) >> 8]) + data
+
+    keywords = b"PN\x09" + b"SIM-CX7-B" + b"SN\x08" + b"SIM00000" + b"VA" + bytes([len(vendor_field)]) + vendor_field.encode()
+    return resource(0x82, b"gpufleet-sim ConnectX-7 bridge") + resource(0x90, keywords + b"RV\x01\x00") + b"\x78"
+
+
+def write_nvswitch_bridge(root: Path, bridge: dict) -> None:
+    """The ConnectX-7 bridge functions of an HGX B200 baseboard: only the Limited PFs' VPD names them."""
+    for bus_id, role in bridge["functions"].items():
+        d = root / bus_id
+        d.mkdir()
+        (d / "vendor").write_text(bridge["vendor"] + "\n")
+        (d / "device").write_text(bridge["device"] + "\n")
+        (d / "class").write_text(bridge["class"] + "\n")
+        marker = ":SMDL=SW_MNG" if role == "limited" else ""
+        (d / "vpd").write_bytes(pci_vpd("MLX:MN=MLNX:CSKU=V2:UUID=V3:PCI=V0" + marker))
+
+
 def write_pci_tree(root: Path, gpu_text: str | None, profile: dict) -> None:
     """sysfs-like PCI devices matching the capture: what lspci/gpu_info count independently
     of the driver (so a GPU missing from the driver still shows here)."""
@@ -277,3 +308,5 @@ def write_pci_tree(root: Path, gpu_text: str | None, profile: dict) -> None:
     if profile.get("nvswitch"):
         for i in range(profile["nvswitch"]["count"]):
             device(f"0000:{0xc0 + i:02x}:00.0", profile["nvswitch"]["device"], "0x068000")
+    if profile.get("nvswitch_bridge"):
+        write_nvswitch_bridge(root, profile["nvswitch_bridge"])

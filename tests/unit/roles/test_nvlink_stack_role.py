@@ -97,6 +97,22 @@ def test_nvlsm_kernel_modules_file_and_load_follow_the_compat_data():
     assert render(templar, load_now["ansible.builtin.command"], {"item": "ib_umad"})["argv"] == ["modprobe", "ib_umad"]
 
 
+def test_an_nvlsm_module_that_cannot_load_now_is_reported_not_fatal():
+    # Seen on the simulated HGX B200 (tests/full/test_nvlink5.py): no /proc/modules and no module loading there;
+    # the boot file still loads ib_umad before the fabric manager starts NVLSM.
+    tasks = configure_tasks()
+    assert tasks["Read the loaded kernel modules"]["failed_when"] is False
+    assert tasks["Load the NVLink Subnet Manager's kernel modules now"]["failed_when"] is False
+    report = tasks["Report the NVLink Subnet Manager's kernel modules that could not be loaded now"]
+    templar = templar_for(nvidia_driver_nvlsm_packages=["nvlsm"])
+    failed = {"item": "ib_umad", "rc": 1, "stderr": "modprobe: FATAL: Module ib_umad not found\n"}
+    assert when_holds(templar, report, failed) is True
+    assert when_holds(templar, report, {"item": "ib_umad", "rc": 0, "stderr": ""}) is False
+    msg = render(templar, report["ansible.builtin.debug"], {"item": failed, "inventory_hostname": "node1"})["msg"]
+    assert msg.startswith("WARNING node1: ib_umad could not be loaded now (modprobe: FATAL: Module ib_umad not found)")
+    assert "loads it at boot" in msg and "cannot start NVLSM" in msg
+
+
 def test_the_knobs_are_declared_with_their_defaults():
     spec = load(ROLES_DIR / "nvidia_driver/meta/argument_specs.yml")["argument_specs"]["main"]["options"]
     defaults = load(ROLES_DIR / "nvidia_driver/defaults/main.yml")

@@ -94,3 +94,26 @@ def test_planned_versions_are_in_the_manifest_or_a_listed_gap(os_name, request_)
     offered = [v for v in manifest.driver_upstreams() if v.split(".")[0] == plan["driver_branch"]]
     assert offered, f"{os_name}: the manifest holds no R{plan['driver_branch']} driver at all"
     assert any(tuple(map(int, v.split("."))) >= tuple(map(int, floor.split("."))) for v in offered), (floor, offered)
+
+
+# HGX B200 (issue 27 item 5): an NVSwitch system of NVLink 5 GPUs. The plan's driver, its fabric manager at exactly
+# the driver's version and NVLSM must all be packages the OS's manifest holds; the open kernel modules are required.
+B200_CASES = [("ubuntu22.04", {"cuda": "12.8", "torch": "2.7.0"}), ("ubuntu24.04", {"cuda": "13.0", "torch": "2.9.0"})]
+
+
+@pytest.mark.parametrize("os_name,request_", B200_CASES, ids=[o for o, _r in B200_CASES])
+def test_b200_plan_fabric_manager_and_nvlsm_are_in_the_manifest(os_name, request_):
+    plan = STACK_PLAN(request_, gpus=["NVIDIA B200"] * 8, os=os_name, arch="x86_64", nvswitch=True)
+    assert not plan.get("errors"), plan.get("errors")
+    assert plan["kernel_modules"] == "open" and plan["fabricmanager_version"] == plan["driver_recommended_version"]
+    manifest = _manifest(os_name)
+    versions = {}
+    for entry in manifest.entries:
+        versions.setdefault(entry.name, set()).add(entry.version)
+    target = plan["driver_recommended_version"]
+    assert target in manifest.driver_upstreams(), (target, manifest.driver_upstreams())
+    for name in plan["packages"]["driver"] + plan["packages"]["fabricmanager"] + plan["packages"]["nvlsm"]:
+        assert name in versions, f"{os_name}: the plan installs {name}, which the manifest does not hold"
+    (fabric_manager,) = plan["packages"]["fabricmanager"]
+    assert any(v.split("-")[0] == target for v in versions[fabric_manager]), (fabric_manager, versions[fabric_manager])
+    assert plan["packages"]["nvlsm"] == ["nvlsm"] and versions["nvlsm"], versions.get("nvlsm")

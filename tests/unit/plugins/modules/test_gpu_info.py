@@ -5,6 +5,7 @@ import json
 import os
 import stat
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -14,6 +15,10 @@ from ansible.module_utils.testing import patch_module_args
 
 from fixtures_path import FIXTURES
 from ansible_collections.gpufleet.cluster.plugins.modules import gpu_info
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "sim"))
+# The simulator's VPD image (sysfs `vpd` layout); no raw VPD dump of an HGX B200 bridge was found to replay.
+from gfsim.hardware import pci_vpd  # noqa: E402
 
 _REPO = Path(__file__).resolve().parents[4]
 
@@ -151,6 +156,71 @@ def test_no_gpu_no_tool(monkeypatch, capsys, tmp_path):
     assert result["status"] == "no_gpu" and result["pci_devices"] == [] and result["pci_gpu_count"] == 0
 
 
+# --------------------------------------------- NVSwitch system, per generation (see gpu_info's DOCUMENTATION)
+
+# Mellanox's vendor-specific VPD keyword as ConnectX cards carry it; the bridge's LPF adds SMDL=SW_MNG
+# (FM guide 2.3 §1.3.2 names the field, not its place: the detection looks for the text anywhere).
+NIC_VA = "MLX:MN=MLNX:CSKU=V2:UUID=V3:PCI=V0"
+
+
+def b200_sysfs(tmp_path, bridge_vpds):
+    """8x B200 (10de:2901) on the H100 board's bus addresses, 8 ConnectX-7 NICs without VPD marker, and one
+    ConnectX-7 function (15b3:1021, InfiniBand class) per entry of bridge_vpds, with that VPD (None: no vpd file)."""
+    funcs = [(b, "0x10de", "0x2901", "0x030200") for b in H100_X8_BUSES]
+    funcs += [("0000:%02x:00.0" % (0x18 + i), "0x15b3", "0x1021", "0x020700") for i in range(8)]
+    bridges = ["0000:%02x:00.%d" % (0xe0 + i // 2, i % 2) for i in range(len(bridge_vpds))]
+    funcs += [(b, "0x15b3", "0x1021", "0x020700") for b in bridges]
+    root = Path(make_sysfs(tmp_path / "sys", funcs))
+    for i in range(8):
+        (root / ("0000:%02x:00.0" % (0x18 + i)) / "vpd").write_bytes(pci_vpd(NIC_VA))
+    for bus, vpd in zip(bridges, bridge_vpds):
+        if vpd is not None:
+            (root / bus / "vpd").write_bytes(vpd)
+    return str(root)
+
+
+def test_hgx_a100_nvswitch_is_a_pci_bridge(monkeypatch, capsys, tmp_path):
+    funcs = [("0000:%02x:00.0" % (0x07 + i), "0x10de", "0x20b2", "0x030200") for i in range(8)]
+    funcs += [("0000:%02x:00.0" % (0xc0 + i), "0x10de", "0x1af1", "0x068000") for i in range(6)]
+    result, _calls = run_module(monkeypatch, capsys, {"pci_sysfs_path": make_sysfs(tmp_path / "sys", funcs)}, {},
+                                bin_found=False)
+    assert (result["pci_nvswitch_count"], result["pci_nvswitch_bridge_count"], result["nvswitch"]) == (6, 0, True)
+
+
+def test_hgx_b200_nvswitches_seen_through_the_cx7_bridge(monkeypatch, capsys, tmp_path):
+    # FM guide 2.3 §1.3.2: two bridge ports, each a full PF and a Limited PF; only the LPFs carry SMDL=SW_MNG.
+    lpf = pci_vpd(NIC_VA + ":SMDL=SW_MNG")
+    full_pf = pci_vpd(NIC_VA)
+    sysfs = b200_sysfs(tmp_path, [lpf, full_pf, lpf, full_pf])
+    result, _calls = run_module(monkeypatch, capsys, {"pci_sysfs_path": sysfs}, {}, bin_found=False)
+    assert result["status"] == "no_driver" and result["pci_gpu_count"] == 8
+    assert (result["pci_nvswitch_count"], result["pci_nvswitch_bridge_count"], result["nvswitch"]) == (0, 2, True)
+    bridges = [d for d in result["pci_devices"] if d["kind"] == "nvswitch_bridge"]
+    assert [d["sysfs_name"] for d in bridges] == ["0000:e0:00.0", "0000:e1:00.0"]
+    assert (bridges[0]["vendor_id"], bridges[0]["device_id"], bridges[0]["class"]) == ("0x15b3", "0x1021", "0x020700")
+    assert "ConnectX-7" in bridges[0]["model"]
+    assert {d["model"] for d in result["pci_devices"] if d["kind"] == "gpu"} == {"NVIDIA B200"}
+
+
+def test_a_vf_of_the_bridge_is_not_counted(monkeypatch, capsys, tmp_path):
+    # The public detections skip SR-IOV VFs (a physfn link) before reading VPD; one LPF is counted once.
+    lpf = pci_vpd(NIC_VA + ":SMDL=SW_MNG")
+    sysfs = Path(b200_sysfs(tmp_path, [lpf, lpf]))
+    (sysfs / "0000:e0:00.1" / "physfn").symlink_to(sysfs / "0000:e0:00.0")
+    result, _calls = run_module(monkeypatch, capsys, {"pci_sysfs_path": str(sysfs)}, {}, bin_found=False)
+    assert (result["pci_nvswitch_bridge_count"], result["nvswitch"]) == (1, True)
+
+
+@pytest.mark.parametrize("bridge_vpds", [[], [None, None]], ids=["no-bridge-function", "vpd-unreadable"])
+def test_b200_gpu_ids_and_cx7_nics_alone_are_not_an_nvswitch_system(monkeypatch, capsys, tmp_path, bridge_vpds):
+    # The B200 GPU id is on PCIe boards and in VMs too; an ordinary CX7 NIC shares the bridge's PCI id.
+    result, _calls = run_module(monkeypatch, capsys, {"pci_sysfs_path": b200_sysfs(tmp_path, bridge_vpds)}, {},
+                                bin_found=False)
+    assert result["pci_gpu_count"] == 8
+    assert (result["pci_nvswitch_count"], result["pci_nvswitch_bridge_count"], result["nvswitch"]) == (0, 0, False)
+    assert all(d["kind"] == "gpu" for d in result["pci_devices"])
+
+
 def test_driver_error_keeps_message_and_rc(monkeypatch, capsys, tmp_path):
     result, _calls = run_module(monkeypatch, capsys, {"pci_sysfs_path": hgx_sysfs(tmp_path)},
                                 {"-q": (9, NO_DRIVER_MSG + "\n", "")})
@@ -254,7 +324,8 @@ def test_ansible_doc():
     doc = json.loads(proc.stdout)["gpufleet.cluster.gpu_info"]
     assert set(doc["doc"]["options"]) == {"pci_sysfs_path", "nvidia_smi", "include_topology", "timeout"}
     for key in ("status", "message", "driver_version", "cuda_version", "gpus", "driver_gpu_count",
-                "pci_gpu_count", "pci_nvswitch_count", "pci_devices", "nvswitch", "topology"):
+                "pci_gpu_count", "pci_nvswitch_count", "pci_nvswitch_bridge_count", "pci_devices", "nvswitch",
+                "topology"):
         assert key in doc["return"], key
 
 
