@@ -1,5 +1,6 @@
 """A node whose DCGM diagnostic fails is named with its finding code by `gpufleet run validate`, and the
-healthy nodes still train: the smoke job runs on the nodes the earlier plays left in the run.
+healthy nodes still train: the smoke job runs on the nodes the earlier plays left in the run. As a pipeline
+sees it, the run exits with the "nodes failed" code and names the node on stderr and in the summary.
 
 node2 gets `gpu-diag-fail` (the stand-in dcgmi replays a real failing document). The bandwidth and
 benchmark stages are skipped: this test is about neither (test_faults_bandwidth.py is about the first, the
@@ -33,7 +34,9 @@ def test_validate_names_the_diag_failure_and_the_others_still_train(fleet, tmp_p
         fleet.sim.clear("node2", "gpu-diag-fail")
     out = proc.stdout[-6000:] + proc.stderr[-3000:]
     jsonschema.validate(summary, SCHEMA)
+    # As a pipeline sees it: the "nodes failed" exit code, the node named on stderr and in the summary.
     assert proc.returncode == 1, out
+    assert "nodes failed: node2" in proc.stderr, proc.stderr[-3000:]
     assert summary["failed_nodes"] == ["node2"], out
     assert summary["ready_nodes"] == ["node1", "node3"], out
     fails = {n: {f["code"] for f in summary["nodes"][n]["findings"] if f["severity"] == "fail"}
