@@ -225,20 +225,21 @@ def collect_packages(target: Target, work: Path, root: Path, collected: Collecte
 
 
 def apt_install_args(target: Target, sandbox: AptSandbox) -> list[str]:
-    """`apt-get install` arguments for everything the stack roles install on the node: the driver and fabric
-    manager at the repository's build of the planned release, the toolkit, NCCL at its exact version, and the
-    OS packages the roles install beside them (kernel headers, DKMS, python3-venv ...)."""
+    """`apt-get install` arguments for everything the stack roles install on the node: the driver, fabric
+    manager and IMEX at the repository's build of the planned release, NVLSM at its own, the toolkit, NCCL and
+    DCGM at their exact versions, and the OS packages the roles install beside them (kernel headers, DKMS ...)."""
     stack = target.stack
-    # As the driver role asks: a branch pinning package (nvidia-driver-pinning-595) at its branch, the others at
-    # the planned driver release.
-    pinning_branch = module_utils("driver_decision").pinning_branch
-    requests = ([{"name": n, "version": pinning_branch(n), "match": "branch"} if pinning_branch(n)
-                 else {"name": n, "version": stack.driver_version, "match": "upstream"} for n in stack.driver_names]
-                + [{"name": n, "version": "", "match": "any"} for n in stack.toolkit_names]
-                + [{"name": n, "version": stack.nccl_version, "match": "exact"} for n in stack.nccl_names])
+    # The driver role's own requests: a branch pinning package (nvidia-driver-pinning-595) at its branch, NVLSM at
+    # its pinned release or the newest, the others at the planned driver release.
+    driver_requests = module_utils("driver_decision").repository_requests({
+        "packages": list(stack.driver_names), "version": stack.driver_version,
+        "nvlsm_packages": list(stack.nvlsm_names), "nvlsm_version": stack.nvlsm_version})
+    requests = (driver_requests + [{"name": n, "version": "", "match": "any"} for n in stack.toolkit_names]
+                + [{"name": n, "version": stack.nccl_version, "match": "exact"} for n in stack.nccl_names]
+                + [{"name": n, "version": stack.dcgm_version, "match": "exact"} for n in stack.dcgm_names])
     resolved = check_requests(sandbox, requests)
-    return ([f"{n}={resolved[n]}" for n in stack.driver_names] + list(stack.toolkit_names)
-            + [f"{n}={resolved[n]}" for n in stack.nccl_names] + list(target.os_packages))
+    return ([f"{n}={resolved[n]}" for n in stack.driver_names + stack.nvlsm_names] + list(stack.toolkit_names)
+            + [f"{n}={resolved[n]}" for n in stack.nccl_names + stack.dcgm_names] + list(target.os_packages))
 
 
 def wheel_specs_of(targets: list[Target], wheel_source: str) -> dict[WheelSpec, list[str]]:

@@ -46,7 +46,9 @@ def rpm_requests(target: Target) -> tuple[list[str], list[str]]:
     stack = target.stack
     streams = [n[1:] for n in stack.driver_names if n.startswith("@")]
     names = [n for n in stack.driver_names if not n.startswith("@")]
+    names += [f"{n}-{stack.nvlsm_version}" if stack.nvlsm_version else n for n in stack.nvlsm_names]
     names += list(stack.toolkit_names) + [f"{n}-{stack.nccl_version}" for n in stack.nccl_names]
+    names += [f"{n}-{stack.dcgm_version}" for n in stack.dcgm_names]
     return streams, names + list(target.os_packages)
 
 

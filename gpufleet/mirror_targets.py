@@ -91,6 +91,8 @@ class Pins:
     driver_packages: tuple[str, ...] = ()
     nccl_version: str = ""
     nccl_names: tuple[str, ...] = ()  # the nccl role's names (libnccl2, and libnccl-dev unless nccl_install_dev is off)
+    nvlsm_version: str = ""  # nvidia_driver_nvlsm_version: empty, the driver role installs the repository's newest
+    dcgm_version: str = ""  # gpufleet_dcgm_version (playbooks/validate.yml): replaces the plan's dcgm_version
     pytorch_index_url: str = ""
     # The pytorch role's own pins for this plan (its __pytorch_requirements and extras: inventory mode), or
     # what it installs beside the plan's torch (numpy at its default, the extras: plan mode).
@@ -107,15 +109,19 @@ class StackPackages:
     package_family: str
     arch: str
     repository: str  # NVIDIA's repository for the OS, <base>/<distro>/<arch>/
-    driver_version: str  # upstream version every driver and fabric manager package is installed at
-    driver_names: tuple[str, ...]
+    driver_version: str  # upstream version every driver, fabric manager and IMEX package is installed at
+    driver_names: tuple[str, ...]  # the driver's, fabric manager's, IMEX's and a flavour switch's names
     toolkit_names: tuple[str, ...]
     nccl_names: tuple[str, ...]
     nccl_version: str
+    nvlsm_names: tuple[str, ...]  # NVLSM, versioned by its own release date: at nvlsm_version, or the newest if empty
+    nvlsm_version: str
+    dcgm_names: tuple[str, ...]  # DCGM 4, installed by the gpu_diagnostics role at exactly dcgm_version
+    dcgm_version: str
     wheel_requirements: tuple[str, ...]
     wheel_index_url: str
     wheel_lock: str
-    summary: tuple[tuple[str, str], ...]  # for the manifest: cuda, driver, nccl, torch
+    summary: tuple[tuple[str, str], ...]  # for the manifest: cuda, driver, nccl, dcgm, torch
 
 
 def read_plan(plan: dict, pins: Pins = Pins()) -> StackPackages:
@@ -129,7 +135,11 @@ def read_plan(plan: dict, pins: Pins = Pins()) -> StackPackages:
         # The driver role asks the repository for NVIDIA's flavour-switch install steps too.
         switch = [name for step in plan.get("driver_flavour_switch") or [] if step.get("action") == "install"
                   for name in step.get("packages", [])]
-        driver = list(pins.driver_packages or packages["driver"]) + list(packages["fabricmanager"])
+        # IMEX goes in the driver's transaction at its version (roles/nvidia_driver); absent in older plans.
+        driver = (list(pins.driver_packages or packages["driver"]) + list(packages["fabricmanager"])
+                  + list(plan_names(packages, "imex")))
+        dcgm_names = plan_names(packages, "dcgm")
+        dcgm_version = pins.dcgm_version or (dcgm_plan_version(plan) if dcgm_names else "")
         nccl_names = pins.nccl_names or tuple(
             item.split("=", 1)[0] if "=" in item else item[:-len(plan["nccl_package_version"]) - 1]
             for item in packages["nccl"])
@@ -140,14 +150,37 @@ def read_plan(plan: dict, pins: Pins = Pins()) -> StackPackages:
             repository=plan["repository"], driver_version=pins.driver_version or plan["driver_recommended_version"],
             driver_names=tuple(dict.fromkeys(driver + switch)), toolkit_names=tuple(packages["toolkit"]),
             nccl_names=tuple(nccl_names), nccl_version=pins.nccl_version or plan["nccl_package_version"],
+            nvlsm_names=plan_names(packages, "nvlsm"), nvlsm_version=pins.nvlsm_version,
+            dcgm_names=dcgm_names, dcgm_version=dcgm_version,
             wheel_requirements=tuple(wheels), wheel_lock=pins.wheel_lock,
             wheel_index_url=pins.pytorch_index_url or torch.get("index_url") or "",
             summary=(("cuda", plan["cuda_version"]), ("driver", pins.driver_version or plan["driver_recommended_version"]),
-                     ("nccl", pins.nccl_version or plan["nccl_package_version"]),
+                     ("nccl", pins.nccl_version or plan["nccl_package_version"]), ("dcgm", dcgm_version or "none"),
                      ("torch", wheels[0] if wheels else "none")))
     except (KeyError, TypeError, AttributeError, IndexError) as exc:
         raise MirrorError(f"the plan lacks {exc} (PLAN_CONTRACT.md lists the keys a plan has); "
                           "give the plan.json preflight writes, or -i INVENTORY") from None
+
+
+def plan_names(packages: dict, key: str) -> tuple[str, ...]:
+    """`packages.<key>`: package names without versions; absent (an older plan) or empty means none."""
+    names = packages.get(key)
+    if names is None:
+        return ()
+    if not isinstance(names, list) or not all(isinstance(name, str) and name for name in names):
+        raise MirrorError(f"the plan's packages.{key} is {names!r}, not a list of package names "
+                          "(PLAN_CONTRACT.md); give the plan.json preflight writes, or -i INVENTORY")
+    return tuple(names)
+
+
+def dcgm_plan_version(plan: dict) -> str:
+    """`dcgm_version`, which a plan naming DCGM packages must have: gpu_diagnostics installs them at it."""
+    version = plan.get("dcgm_version")
+    if not isinstance(version, str) or not version:
+        raise MirrorError(f"the plan names DCGM packages but its dcgm_version is {version!r}, not a version like "
+                          "'1:4.5.2-1' (apt) or '4.5.2-1' (dnf) (PLAN_CONTRACT.md); give the plan.json preflight "
+                          "writes, or -i INVENTORY")
+    return version
 
 
 def torch_requirements(torch: dict) -> list[str]:
@@ -379,6 +412,8 @@ def targets_from_facts(records: dict, options: PlanOptions) -> list[Target]:
                     driver_packages=tuple(rec["pins"].get("driver_packages") or ()),
                     nccl_version=rec["pins"].get("nccl_version") or "",
                     nccl_names=tuple(rec["roles"]["nccl_names"]),
+                    nvlsm_version=rec["pins"].get("nvlsm_version") or "",
+                    dcgm_version=rec["pins"].get("dcgm_version") or "",
                     pytorch_index_url=rec["pins"].get("pytorch_index_url") or "",
                     wheel_requirements=tuple(rec["roles"]["wheels"]), wheel_lock=rec["roles"].get("wheel_lock") or "")
         try:

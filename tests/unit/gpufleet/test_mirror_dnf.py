@@ -49,3 +49,16 @@ def test_without_dnf_the_rpm_plan_is_an_error_naming_the_nodes(target, tmp_path)
         fetch_rpms(target, tmp_path, tmp_path / "key.pub")
     assert "dnf is not available on this machine" in str(err.value) and "rhel9" in str(err.value)
     assert str(target.nodes[0]) in str(err.value)
+
+
+def test_a_gb200_plan_asks_dnf_for_imex_and_dcgm_at_the_dcgm_version(tmp_path):
+    """Issue 27: IMEX with the driver, DCGM 4 at the plan's dcgm_version (as gpu_diagnostics installs it)."""
+    from ansible_collections.gpufleet.cluster.plugins.module_utils.stack_solver import solve
+
+    plan = solve({"gpus": ["NVIDIA GB200"], "os": "rhel9", "arch": "aarch64", "nvswitch": True, "torch": "2.7.0"})
+    (tmp_path / "plan.json").write_text(json.dumps(plan))
+    target, = targets_from_plans([tmp_path / "plan.json"], PlanOptions(kernel="5.14.0-427.el9.aarch64"), REPO)
+    _streams, names = rpm_requests(target)
+    assert "nvidia-imex" in names and plan["packages"]["imex"] == ["nvidia-imex"]
+    dcgm = plan["packages"]["dcgm"]
+    assert dcgm and all(f"{name}-{plan['dcgm_version']}" in names for name in dcgm), names

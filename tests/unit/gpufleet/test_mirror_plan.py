@@ -225,3 +225,85 @@ def test_a_branch_pinning_package_is_asked_for_at_its_branch_as_the_driver_role_
     assert args[:3] == ["nvidia-driver-pinning-595=595", "nvidia-open=595.91.07-1ubuntu1",
                         "nvidia-fabricmanager=595.91.07-1"], args
     assert "libnccl2=2.29.7-1+cuda13.2" in args
+
+
+# Blackwell's NVLink stack and DCGM 4 (issue 27): the roles install them from the plan, so the mirror holds them.
+
+def _solved(gpu: str, os_name: str = "ubuntu22.04", arch: str = "x86_64") -> dict:
+    from ansible_collections.gpufleet.cluster.plugins.module_utils.stack_solver import solve
+
+    return solve({"gpus": [gpu], "os": os_name, "arch": arch, "nvswitch": True, "torch": "2.7.0"})
+
+
+class _BlackwellSandbox(_OfferingSandbox):
+    """A repository with the R595 driver, NVLSM (versioned by its release date) and DCGM 4 builds."""
+
+    OFFERED = dict(_OfferingSandbox.OFFERED, **{
+        "nvidia-driver-open": ["595.91.07-1ubuntu1"],  # the flavour switch's install step
+        "cuda-toolkit-12-8": ["12.8.1-1"], "libnccl2": ["2.25.1-1+cuda12.8"],
+        "nvidia-imex": ["580.95.05-1", "595.91.07-1"], "nvlsm": ["2025.06.4-1", "2025.10.14-1"],
+        "datacenter-gpu-manager-4-core": ["1:4.4.1-1", "1:4.5.2-1"],
+        "datacenter-gpu-manager-4-cuda12": ["1:4.4.1-1", "1:4.5.2-1"]})
+
+
+def test_a_b200_nvswitch_plan_mirrors_nvlsm_as_the_driver_role_installs_it():
+    """The driver role installs the plan's NVLSM in the driver's transaction at the repository's newest build
+    (NVLSM is versioned by its release date, not the driver's), so the mirror must hold that build."""
+    plan = _solved("NVIDIA B200")
+    assert plan["packages"]["nvlsm"] == ["nvlsm"], plan["packages"]
+    stack = read_plan(plan)
+    assert stack.nvlsm_names == ("nvlsm",) and stack.nvlsm_version == ""
+    assert stack.driver_version == plan["driver_recommended_version"]
+    target = targets_from_facts({"node1": _record(plan=plan)}, PlanOptions(os_keyring="/k.gpg"))[0]
+    args = apt_install_args(target, _BlackwellSandbox())
+    assert "nvlsm=2025.10.14-1" in args and "nvidia-fabricmanager=595.91.07-1" in args, args
+    # An inventory pin (nvidia_driver_nvlsm_version) is asked for like the role asks for it.
+    pinned = targets_from_facts({"node1": _record(plan=plan, pins=dict(_record()["pins"], nvlsm_version="2025.06.4"))},
+                                PlanOptions(os_keyring="/k.gpg"))[0]
+    assert "nvlsm=2025.06.4-1" in apt_install_args(pinned, _BlackwellSandbox())
+
+
+def test_a_gb200_plan_mirrors_imex_at_the_drivers_version():
+    plan = _solved("NVIDIA GB200")
+    assert plan["packages"]["imex"] == ["nvidia-imex"], plan["packages"]
+    stack = read_plan(plan)
+    assert "nvidia-imex" in stack.driver_names and stack.driver_version == plan["driver_recommended_version"]
+    target = targets_from_facts({"node1": _record(plan=dict(plan, arch="x86_64"))}, PlanOptions(os_keyring="/k.gpg"))[0]
+    args = apt_install_args(target, _BlackwellSandbox())
+    assert "nvidia-imex=595.91.07-1" in args, args
+
+
+def test_a_plan_with_dcgm_mirrors_its_packages_at_the_dcgm_version():
+    plan = _solved("NVIDIA B200")
+    assert plan["packages"]["dcgm"] and plan["dcgm_version"], plan
+    stack = read_plan(plan)
+    assert stack.dcgm_names == tuple(plan["packages"]["dcgm"]) and stack.dcgm_version == plan["dcgm_version"]
+    assert ("dcgm", plan["dcgm_version"]) in stack.summary
+    target = targets_from_facts({"node1": _record(plan=plan)}, PlanOptions(os_keyring="/k.gpg"))[0]
+    args = apt_install_args(target, _BlackwellSandbox())
+    assert [a for a in args if a.startswith("datacenter-gpu-manager")] == [
+        f"{name}={plan['dcgm_version']}" for name in plan["packages"]["dcgm"]], args
+    # gpufleet_dcgm_version (inventory) replaces the plan's, as playbooks/validate.yml passes it.
+    assert read_plan(plan, Pins(dcgm_version="1:4.4.1-1")).dcgm_version == "1:4.4.1-1"
+
+
+def test_a_plan_without_the_nvlink_or_dcgm_keys_adds_nothing():
+    """Older plan files and non-NVSwitch nodes: absent keys mean nothing to mirror, not an error."""
+    stack = read_plan(PLAN)
+    assert (stack.nvlsm_names, stack.dcgm_names, stack.dcgm_version) == ((), (), "")
+    assert not any("imex" in name for name in stack.driver_names)
+    empty = read_plan(dict(PLAN, packages=dict(PLAN["packages"], imex=[], nvlsm=[], dcgm=[]), dcgm_version=None))
+    assert (empty.nvlsm_names, empty.dcgm_names, empty.dcgm_version) == ((), (), "")
+
+
+@pytest.mark.parametrize("change, key", [
+    ({"packages": dict(PLAN["packages"], nvlsm="nvlsm")}, "packages.nvlsm"),
+    ({"packages": dict(PLAN["packages"], imex=[None])}, "packages.imex"),
+    ({"packages": dict(PLAN["packages"], dcgm={"core": 1})}, "packages.dcgm"),
+    ({"packages": dict(PLAN["packages"], dcgm=["datacenter-gpu-manager-4-core"])}, "dcgm_version"),
+    ({"packages": dict(PLAN["packages"], dcgm=["datacenter-gpu-manager-4-core"]), "dcgm_version": 4}, "dcgm_version"),
+])
+def test_a_malformed_nvlink_or_dcgm_key_is_refused_naming_it(change, key):
+    with pytest.raises(MirrorError) as err:
+        read_plan(dict(PLAN, **change))
+    assert key in str(err.value) and "PLAN_CONTRACT.md" in str(err.value)
