@@ -69,9 +69,7 @@ find_links=()
 [ -d /opt/wheels ] && find_links=(--find-links /opt/wheels)
 stamp=.venv/.gpufleet-installed-$mode
 if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
-  # --no-compile: pip byte-compiles every file of every package (torch's thousands), single-threaded, ahead of
-  # the run; Python compiles what is imported on first import anyway. Measured: 32 CPU-s with, 21 without.
-  .venv/bin/python -m pip install -q --disable-pip-version-check --no-compile "${find_links[@]}" -e "$extras"
+  .venv/bin/python -m pip install -q --disable-pip-version-check "${find_links[@]}" -e "$extras"
   touch "$stamp"
 fi
 echo "setup: ready ($mode; Python $version; venv: $repo/.venv)"
