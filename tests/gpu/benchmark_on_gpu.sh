@@ -27,17 +27,20 @@ say() { printf '[benchmark_on_gpu] %s\n' "$*" | tee -a "$OUT/run.log"; }
 PY=""
 for cand in ${GPUFLEET_GPU_PYTHON:-} "$REPO/.venv/bin/python" python3; do
   [ -n "$cand" ] || continue
-  if "$cand" -c 'import torch,sys; sys.exit(0 if torch.cuda.is_available() else 3)' >/dev/null 2>&1; then PY=$cand; break; fi
-  [ "${GPUFLEET_ALLOW_CPU:-0}" = 1 ] && "$cand" -c 'import torch' >/dev/null 2>&1 && CPU_PY=${CPU_PY:-$cand}
+  # One import of torch per candidate: rc 0 sees GPUs (and prints how many), rc 3 is a torch without CUDA.
+  TORCH_GPUS=$("$cand" -c 'import torch,sys; print(torch.cuda.device_count()); sys.exit(0 if torch.cuda.is_available() else 3)' 2>/dev/null)
+  case $? in
+    0) PY=$cand; NGPU=$TORCH_GPUS; break ;;
+    3) [ "${GPUFLEET_ALLOW_CPU:-0}" = 1 ] && CPU_PY=${CPU_PY:-$cand} ;;
+  esac
 done
 if [ -z "$PY" ]; then
   if [ "${GPUFLEET_ALLOW_CPU:-0}" = 1 ] && [ -n "${CPU_PY:-}" ]; then
-    PY=$CPU_PY; say "no CUDA torch: GPUFLEET_ALLOW_CPU=1, the CPU path ($PY)"
+    PY=$CPU_PY; NGPU=0; say "no CUDA torch: GPUFLEET_ALLOW_CPU=1, the CPU path ($PY)"
   else
     say "no python with a CUDA-enabled torch found (set GPUFLEET_GPU_PYTHON)"; exit 2
   fi
 fi
-NGPU=$("$PY" -c 'import torch; print(torch.cuda.device_count())')
 
 # ---- 1. GEMM and memory on every GPU ---------------------------------------------------------------
 read -r -a BENCH_ARGS <<<"${MICROBENCH_ARGS:-}"
