@@ -32,7 +32,7 @@ _AnsibleCollectionFinder(paths=[str(REPO / "collections")], scan_sys_paths=False
 os.dup2(os.open(os.devnull, os.O_RDONLY), 0)
 
 
-from tiers import fleet_scheduler  # noqa: E402  (tests/ is on sys.path from here on)
+from tiers import fleet_scheduler, run_rank  # noqa: E402  (tests/ is on sys.path from here on)
 
 if fleet_scheduler is not None:
     def pytest_xdist_make_scheduler(config, log):
@@ -52,8 +52,15 @@ def _fresh_blocking_stdin():
     yield
 
 
+@pytest.hookimpl(trylast=True)
 def pytest_collection_modifyitems(config, items):
-    """Skips, with the reason, what this machine cannot run; never silently."""
+    """Skips, with the reason, what this machine cannot run (never silently), then orders the run: the longest
+    tests first, so no worker is left with one at the end while the other idles. The fleet's tests (one xdist
+    work unit) lead, in the phase order tests/integration/conftest.py gave them (this hook runs after it); then
+    the tests marked slow (ansible-test sanity, a fresh venv, the tests/gpu CPU paths: 20-85 s each), those
+    marked torch (the CPU smoke jobs, 5-11 s); then the rest, in file order (the full tier's tests keep theirs).
+    In the CI run before this order, ansible-test sanity (84 s) and the two tests/gpu CPU paths (52 s) ran
+    last, and one worker finished 49 s after the other."""
     sim_reason = None
     if os.geteuid() != 0:
         sim_reason = "the simulated cluster needs root (network namespaces, mounts, systemd-nspawn)"
@@ -69,3 +76,4 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(pytest.mark.skip(reason=sim_reason))
         if torch_reason and "torch" in item.keywords:
             item.add_marker(pytest.mark.skip(reason=torch_reason))
+    items.sort(key=lambda item: run_rank(item.nodeid, item.keywords))

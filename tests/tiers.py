@@ -79,6 +79,18 @@ def fleet_scope(nodeid: str) -> str:
     return "fleet" if nodeid.startswith("tests/integration/") else nodeid
 
 
+def run_rank(nodeid: str, markers) -> int:
+    """Where a test goes in the run (a stable sort keeps file order within a rank): the fleet's tests first
+    (one xdist unit, the longest chain), then those marked slow (20-85 s each), then torch (5-11 s), then the
+    rest, so the last tests a worker takes are short ones. The full tier keeps its file order: its modules
+    share clusters through module-scoped fixtures."""
+    if fleet_scope(nodeid) == "fleet":
+        return 0
+    if nodeid.startswith("tests/full/"):
+        return 3
+    return 1 if "slow" in markers else 2 if "torch" in markers else 3
+
+
 try:
     from xdist.scheduler import LoadScopeScheduling
 except ImportError:   # xdist is a test extra; without it a tier runs in one process

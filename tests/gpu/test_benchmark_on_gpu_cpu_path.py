@@ -16,7 +16,7 @@ SCRIPT = REPO / "tests" / "gpu" / "benchmark_on_gpu.sh"
 sys.path.insert(0, str(REPO / "tests" / "sim"))
 from gfsim import hardware  # noqa: E402
 
-pytestmark = pytest.mark.torch
+pytestmark = [pytest.mark.torch, pytest.mark.slow]
 
 
 def test_cpu_path_labels_cpu_figures_and_judges_nccl_tests(tmp_path):

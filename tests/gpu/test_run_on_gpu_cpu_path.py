@@ -11,7 +11,7 @@ import pytest
 REPO = Path(__file__).resolve().parents[2]
 SCRIPT = REPO / "tests" / "gpu" / "run_on_gpu.sh"
 
-pytestmark = pytest.mark.torch
+pytestmark = [pytest.mark.torch, pytest.mark.slow]
 
 
 def test_cpu_path_writes_reports_and_never_claims_nccl(tmp_path):

@@ -83,3 +83,19 @@ def test_every_fleet_test_is_one_work_unit_and_every_other_test_its_own():
     assert tiers.fleet_scope("tests/unit/test_tiers.py::test_c") == "tests/unit/test_tiers.py::test_c"
     if tiers.fleet_scheduler is not None:   # the scheduler xdist gets uses exactly that split
         assert tiers.fleet_scheduler._split_scope(None, "tests/integration/x.py::t") == "fleet"
+
+
+def test_the_fleet_leads_then_the_slow_tests_then_torch_then_the_rest_and_the_full_tier_keeps_its_order():
+    run = [("tests/unit/a.py::t", set()), ("tests/unit/b.py::t", {"torch"}), ("tests/full/c.py::t", {"slow"}),
+           ("tests/unit/d.py::t", {"slow", "torch"}), ("tests/integration/test_faults_smoke.py::t", {"sim"}),
+           ("tests/gpu/e.py::t", {"slow"})]
+    ordered = sorted(run, key=lambda test: tiers.run_rank(*test))
+    assert [nodeid for nodeid, _ in ordered] == [
+        "tests/integration/test_faults_smoke.py::t", "tests/unit/d.py::t", "tests/gpu/e.py::t", "tests/unit/b.py::t",
+        "tests/unit/a.py::t", "tests/full/c.py::t"]
+
+
+def test_this_runs_collection_is_in_that_order(request):
+    """tests/conftest.py sorts by run_rank after every other collection hook (the fleet's phase sort included)."""
+    ranks = [tiers.run_rank(item.nodeid, item.keywords) for item in request.session.items]
+    assert ranks == sorted(ranks)
