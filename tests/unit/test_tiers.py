@@ -90,7 +90,7 @@ def test_the_fleet_leads_then_the_slow_tests_then_torch_then_the_rest_and_the_fu
            ("tests/unit/d.py::t", {"slow", "torch"}), ("tests/integration/test_faults_smoke.py::t", {"sim"}),
            ("tests/gpu/e.py::t", {"slow"})]
     ordered = sorted(run, key=lambda test: tiers.run_rank(*test))
-    assert [nodeid for nodeid, _ in ordered] == [
+    assert [test[0] for test in ordered] == [
         "tests/integration/test_faults_smoke.py::t", "tests/unit/d.py::t", "tests/gpu/e.py::t", "tests/unit/b.py::t",
         "tests/unit/a.py::t", "tests/full/c.py::t"]
 
