@@ -14,6 +14,7 @@ host-key checking off), and an explicit value is the only way to keep the user's
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -54,7 +55,12 @@ def _managers(collection_cfg: Path | None):
     from ansible.config.manager import ConfigManager
     from ansible.plugins.loader import connection_loader
 
-    connection_loader.get("ssh", class_only=True)  # registers the plugin's option definitions
+    # Loading the plugin imports ansible-core's ssh-agent client, whose import of cryptography's DSA classes
+    # warns from cryptography 51 on ("DSA is deprecated"): a deprecation only ansible-core can act on, which
+    # would otherwise be the first thing on gpufleet's stderr in every run.
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="DSA is deprecated")
+        connection_loader.get("ssh", class_only=True)  # registers the plugin's option definitions
     definitions = constants.config.get_configuration_definitions(*SSH)
     user = ConfigManager()  # finds the user's ansible.cfg the way ansible-playbook will
     collection = ConfigManager(conf_file=str(collection_cfg)) if collection_cfg and collection_cfg.is_file() else None
