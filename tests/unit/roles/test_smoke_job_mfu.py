@@ -29,6 +29,7 @@ def test_the_job_reports_its_model_flops_and_the_cpu_report_says_why_there_is_no
     result_file = tmp_path / "result.json"
     env = dict(os.environ, GLOO_SOCKET_IFNAME="lo", OMP_NUM_THREADS="1", GPUFLEET_NODE_NAME="local")
     proc = subprocess.run([str(TORCHRUN), "--standalone", "--nproc-per-node", "1", "--rdzv-endpoint", "127.0.0.1:%d" % port,
+                           "--log-dir", str(tmp_path / "torchelastic"),  # not a new /tmp/torchelastic_* per run
                            str(JOB), "job", "--result-file", str(result_file), "--backend", "gloo", "--max-bytes", "65536",
                            "--warmup", "1", "--iters", "2", "--steps", "20"],
                           env=env, capture_output=True, text=True, timeout=300, check=False)
