@@ -36,7 +36,6 @@ import math
 import os
 import re
 import select
-import shutil
 import signal
 import socket
 import subprocess
@@ -442,10 +441,6 @@ def _node_run(args, out, peers, deadline, store_host, store_log):
             print(json.dumps(out))
             return 4
     result_file, log_file = fresh_work_files(args.work_dir, args.run_id, "torchrun")
-    # torchrun's own per-run directory: under the work dir and removed after the run. By default it is a new
-    # /tmp/torchelastic_* that nothing removes, one per run on every node.
-    elastic_dir = os.path.join(args.work_dir, "torchelastic-%s" % args.run_id)
-    shutil.rmtree(elastic_dir, ignore_errors=True)
     rdzv_host = peers[0][1]
     join_left = max(int(min(args.join_timeout, deadline - time.monotonic())), 5)
     # is_host=0 everywhere: the store is the first node's store host, bound to its address only.
@@ -461,7 +456,6 @@ def _node_run(args, out, peers, deadline, store_host, store_log):
            "--local-addr", out["address"],
            "--max-restarts", "0",
            "--monitor-interval", "1",
-           "--log-dir", elastic_dir,
            os.path.abspath(__file__), "job",
            "--result-file", result_file] + list(args.job_args)
     env = dict(os.environ)
@@ -488,9 +482,6 @@ def _node_run(args, out, peers, deadline, store_host, store_log):
         lines = log.read().splitlines()
     out.update(summarize_log(lines, args.max_nccl_lines))
     out["log_file"] = log_file
-    # torchrun's directory holds nothing the log lacks: the workers' output is in the log (no --redirects),
-    # and the job writes no error files.
-    shutil.rmtree(elastic_dir, ignore_errors=True)
     if os.path.exists(result_file):
         with open(result_file, "r", encoding="utf-8") as fh:
             out["result"] = json.load(fh)
