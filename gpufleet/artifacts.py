@@ -17,9 +17,10 @@ import fcntl
 import json
 import os
 import shutil
-import tempfile
 from datetime import datetime, timezone
 from pathlib import Path
+
+from gpufleet.safe_files import write_atomically  # noqa: F401 - the one writer, used here and by cli
 
 MARKER = ".gpufleet-artifacts"
 REPORTS = "reports"
@@ -38,22 +39,6 @@ class ArtifactsUnwritable(Exception):
 def default_directory(stage: str | None, started_at: datetime, parent: Path = Path("artifacts")) -> Path:
     """artifacts/<stage>-<UTC time to the microsecond>; claim() takes the next free name on a clash."""
     return parent / f"{stage or 'gpufleet'}-{started_at:%Y%m%dT%H%M%S.%fZ}"
-
-
-def write_atomically(path: Path, text: str) -> None:
-    """Writes `text` to a temporary file beside `path`, then renames it over `path`: a reader (or a
-    full disk) sees the old file or the new one, never a part of one."""
-    descriptor, temporary = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(descriptor, "w", encoding="utf-8") as handle:
-            handle.write(text)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.chmod(temporary, 0o644)
-        os.replace(temporary, path)
-    except BaseException:
-        Path(temporary).unlink(missing_ok=True)
-        raise
 
 
 class ArtifactsDir:
