@@ -266,22 +266,79 @@ def parse_nccl_tests(text):
     return log.tests
 
 
-def large_message_busbw(test, min_size_bytes=None, top=None):
-    """Peak out-of-place/in-place busbw over the large sizes of one parsed test.
+# A fall of more than this fraction from the band's peak is described as a collapse in the finding.
+COLLAPSE_FRACTION = 0.10
 
-    Judges large messages, not the sweep average: the sizes >= ``min_size_bytes`` (default:
-    the largest size only) or the ``top`` largest sizes. Returns None without rows.
+
+def _size_text(size_bytes):
+    """1073741824 -> '1 GiB' (nccl-tests sweeps are powers of two; anything else keeps its byte count)."""
+    for unit, scale in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if size_bytes >= scale and size_bytes % scale == 0:
+            return "%d %s" % (size_bytes // scale, unit)
+    return "%d B" % size_bytes
+
+
+def band_busbw(rows, min_size_bytes=None, top=None):
+    """The large-message band of one sweep, judged where it is weakest once it has peaked.
+
+    ``rows``: ``[{"size_bytes", "busbw_gbps"}]``, one per size (the better of out-of-place and in-place).
+    The band is the sizes >= ``min_size_bytes`` (none that large: the largest size), or the ``top``
+    largest, or by default the largest size alone. busbw rises with the message size up to a plateau,
+    so the ramp before the band's peak is expected; a fall after it is not (a send/recv that reaches
+    9 GB/s at 1 GiB and drops to 1 GB/s at 8 GiB has a 9 GB/s peak and a 1 GB/s sustained figure).
+    The judged figure ``busbw_gbps`` is therefore the lowest busbw at or after the peak size.
+
+    Returns None without a figure, else ``{busbw_gbps, peak_gbps, peak_size_bytes, low_gbps,
+    low_size_bytes, band_from_bytes, band_to_bytes, collapse}``; ``collapse`` is None unless the band
+    fell more than COLLAPSE_FRACTION below its peak, else ``{from_gbps, from_size_bytes, to_gbps,
+    to_size_bytes, fraction, text}`` with ``text`` the sentence a finding shows.
     """
-    rows = [r for r in test.get("rows", []) if r.get("size_bytes") is not None]
-    if not rows:
+    sized = sorted((r for r in rows or [] if r.get("size_bytes") is not None and r.get("busbw_gbps") is not None),
+                   key=lambda r: r["size_bytes"])
+    if not sized:
         return None
-    rows.sort(key=lambda r: r["size_bytes"])
     if top:
-        chosen = rows[-int(top):]
+        band = sized[-int(top):]
     elif min_size_bytes is not None:
-        chosen = [r for r in rows if r["size_bytes"] >= min_size_bytes] or rows[-1:]
+        band = [r for r in sized if r["size_bytes"] >= min_size_bytes] or sized[-1:]
     else:
-        chosen = rows[-1:]
-    values = [half["busbw_gbps"] for r in chosen for half in (r["out_of_place"], r["in_place"])
-              if half.get("busbw_gbps") is not None]
-    return max(values) if values else None
+        band = sized[-1:]
+    peak_at = max(range(len(band)), key=lambda i: band[i]["busbw_gbps"])
+    peak = band[peak_at]
+    low = min(band[peak_at:], key=lambda r: r["busbw_gbps"])
+    out = {"busbw_gbps": low["busbw_gbps"], "peak_gbps": peak["busbw_gbps"], "peak_size_bytes": peak["size_bytes"],
+           "low_gbps": low["busbw_gbps"], "low_size_bytes": low["size_bytes"],
+           "band_from_bytes": band[0]["size_bytes"], "band_to_bytes": band[-1]["size_bytes"], "collapse": None}
+    if peak["busbw_gbps"] > 0 and low["busbw_gbps"] < peak["busbw_gbps"] * (1.0 - COLLAPSE_FRACTION):
+        fraction = 1.0 - low["busbw_gbps"] / peak["busbw_gbps"]
+        out["collapse"] = {
+            "from_gbps": peak["busbw_gbps"], "from_size_bytes": peak["size_bytes"],
+            "to_gbps": low["busbw_gbps"], "to_size_bytes": low["size_bytes"], "fraction": fraction,
+            "text": "busbw fell from %.2f GB/s at %s to %.2f GB/s at %s (-%.0f %%; band %s to %s)" % (
+                peak["busbw_gbps"], _size_text(peak["size_bytes"]), low["busbw_gbps"], _size_text(low["size_bytes"]),
+                fraction * 100, _size_text(band[0]["size_bytes"]), _size_text(band[-1]["size_bytes"]))}
+    return out
+
+
+def size_rows(test):
+    """One ``{"size_bytes", "busbw_gbps"}`` per size of a parsed test: the better of out-of-place and in-place."""
+    rows = []
+    for row in test.get("rows", []):
+        values = [half["busbw_gbps"] for half in (row["out_of_place"], row["in_place"])
+                  if half.get("busbw_gbps") is not None]
+        rows.append({"size_bytes": row.get("size_bytes"), "busbw_gbps": max(values) if values else None})
+    return rows
+
+
+def large_message_band(test, min_size_bytes=None, top=None):
+    """band_busbw over one parsed test (see there); None without rows."""
+    return band_busbw(size_rows(test), min_size_bytes=min_size_bytes, top=top)
+
+
+def large_message_busbw(test, min_size_bytes=None, top=None):
+    """The busbw a verdict judges for the large sizes of one parsed test: the band's lowest figure at or
+    after its peak (band_busbw), not the peak, so a collapse at the largest sizes is not hidden. The band
+    is the sizes >= ``min_size_bytes`` (default: the largest size only) or the ``top`` largest sizes.
+    Returns None without rows."""
+    band = large_message_band(test, min_size_bytes=min_size_bytes, top=top)
+    return band["busbw_gbps"] if band else None
