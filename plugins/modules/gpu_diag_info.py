@@ -133,7 +133,8 @@ from ansible_collections.gpufleet.cluster.plugins.module_utils.findings import s
 from ansible_collections.gpufleet.cluster.plugins.module_utils.nvlink import (
     evaluate_fabric,
     evaluate_nvlink,
-    expected_nvlink,
+    nvlink_expectation,
+    nvlink_not_checked,
     parse_nvlink_errors,
     parse_nvlink_status,
 )
@@ -187,9 +188,11 @@ def run_nvlink(module, params, findings, not_checked):
     errors = parse_nvlink_errors(out_e) if rc_e == 0 else []
     if rc_e != 0:
         not_checked.append({"check": "nvlink_errors", "reason": "nvidia-smi nvlink -e exited %s: %s" % (rc_e, _short(err_e))})
-    links, gbps = expected_nvlink(status[0]["name"])
+    not_checked.extend(nvlink_not_checked(status))
+    expectation = nvlink_expectation(status[0]["name"])
+    links, gbps = expectation["links"], expectation["gbps"]
     if links is None:
-        not_checked.append({"check": "nvlink_speed", "reason": "no NVLink rate known for %r" % status[0]["name"]})
+        not_checked.append({"check": "nvlink_speed", "reason": "%s: %s" % (status[0]["name"], expectation["reason"])})
     findings.extend(evaluate_nvlink(status, errors, params["node"], expected_links=links, expected_gbps=gbps,
                                     error_max=params["nvlink_error_max"]))
     return status

@@ -94,3 +94,14 @@ def test_a_dcgmi_killed_at_its_deadline_fails_and_names_the_deadline(monkeypatch
     (finding,) = result["findings"]
     assert result["status"] == "fail" and finding["code"] == "DCGM_NO_RESULTS"
     assert "did not finish within 30s (diag_timeout)" in finding["message"], finding["message"]
+
+
+def test_a_gpu_that_refuses_nvlink_is_not_checked_with_the_tools_words(monkeypatch, capsys):
+    # issue 35: "Device does not have or support Nvlink" (canonical/checkbox PR 2727) was judged as 0 links.
+    refused = DIAG / "nvlink" / "nvlink-s-device-does-not-have-or-support-nvlink-checkbox-pr2727.txt"
+    result, _calls = run_module(monkeypatch, capsys, {"node": "node1", "checks": ["nvlink"]},
+                                {"nvidia-smi nvlink -s": (0, refused), "nvidia-smi nvlink -e": (0, refused)})
+    assert result["findings"] == [] and result["status"] != "fail"
+    reasons = {n["check"]: n["reason"] for n in result["not_checked"]}
+    assert "Device does not have or support Nvlink" in reasons["nvlink"]
+    assert "not in the model table" in reasons["nvlink_speed"]
