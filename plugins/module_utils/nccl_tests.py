@@ -80,6 +80,9 @@ _COLLECTIVE_END_RE = re.compile(r"^#\s*Collective test concluded:\s*(\S+)")
 _RANK_RE = re.compile(r"^#\s+Rank\s+(\d+)\s+Group\s+\d+\s+Pid\s+\d+\s+on\s+(\S+)\s+device\s+(\d+)\s*(?:\[([^\]]*)\])?\s*(.*)$")
 _AVG_RE = re.compile(r"^#\s*Avg bus bandwidth\s*:\s*([0-9.eE+-]+|nan|inf)", re.IGNORECASE)
 _OOB_RE = re.compile(r"^#\s*Out of bounds values\s*:\s*(\d+)\s*(OK|FAILED)?", re.IGNORECASE)
+# nccl-tests' own error lines (src/common.h): "host: Test NCCL failure common.cu:959 'internal error ... / '",
+# "host: Test CUDA failure ...", older builds "NCCL failure all_reduce.cu:95 'unhandled cuda error'".
+_FAILURE_RE = re.compile(r"^(?:(\S+): )?(?:Test )?(NCCL|CUDA) failure (\S+) '(.*)'\s*$")
 _VERSION_RE = re.compile(r"^#\s*nccl-tests version\s+(\S+)(?:.*nccl-library=(\d+))?")
 
 
@@ -122,6 +125,7 @@ def _new_test():
         "nccl_library": None,
         "ranks": [],
         "format": None,
+        "failures": [],
     }
 
 
@@ -192,7 +196,17 @@ class _NcclTestsLog(object):
         if self.current is not None and self.current["rows"]:
             self.close_current()
 
+    def started(self):
+        """The pending test got as far as its rank list or an error but printed no table: kept, with no rows."""
+        return bool(self.pending["ranks"] or self.pending["failures"])
+
     def feed(self, line):
+        m = _FAILURE_RE.match(line)
+        if m:
+            target = self.current if self.current is not None else self.pending
+            target["failures"].append({"host": m.group(1), "library": m.group(2), "where": m.group(3),
+                                       "message": m.group(4).strip().rstrip("/").strip()})
+            return
         m = _VERSION_RE.match(line)
         if m:
             self.close_current()
@@ -256,6 +270,9 @@ def parse_nccl_tests(text):
     before each test; a log without it gives collective None. Older logs print an ``error``
     column instead of ``#wrong``: wrong is then None (the error value is kept as ``error``).
     ``nranks`` counts the "# Rank N ... on host device d" header lines (None when cut off).
+    ``failures`` lists nccl-tests' own error lines (``{host, library, where, message}``); a test that failed
+    before printing its table is still returned, with its ranks, its failures and no rows, so the reason is
+    reported rather than "no table".
     """
     log = _NcclTestsLog()
     for raw in (text or "").splitlines():
@@ -263,6 +280,8 @@ def parse_nccl_tests(text):
         if line:
             log.feed(line)
     log.close_current()
+    if log.started():
+        log.tests.append(_finish(log.pending))
     return log.tests
 
 

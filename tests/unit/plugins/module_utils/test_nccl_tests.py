@@ -215,3 +215,21 @@ def test_a_real_fall_after_the_peak_is_what_is_judged():
 
 def test_band_busbw_without_figures():
     assert band_busbw([]) is None and band_busbw([{"size_bytes": 8, "busbw_gbps": None}]) is None
+
+
+def test_a_test_that_failed_before_its_table_keeps_its_ranks_and_the_reason():
+    # NVIDIA/nccl-tests issue 219: rank list, then "Test NCCL failure", no table (tests/fixtures/SOURCES.md).
+    (test,) = parse_nccl_tests((LOGS / "rtx-a6000-2node-4gpu-all_reduce_perf-failed-before-table-nccl-tests-issue219.log")
+                               .read_text())
+    assert test["rows"] == [] and test["nranks"] == 4 and large_message_band(test) is None
+    assert test["failures"] == [{"host": "fengyun", "library": "NCCL", "where": "common.cu:959",
+                                 "message": "internal error - please report this issue to the NCCL developers"}]
+
+
+def test_a_failure_after_rows_belongs_to_that_test_and_complete_logs_have_none():
+    text = (LOGS / GCP_2N).read_text().replace(
+        "# Out of bounds values", "node7: Test CUDA failure common.cu:1204 'an illegal memory access was encountered'\n"
+        "# Out of bounds values", 1)
+    (test,) = parse_nccl_tests(text)
+    assert [f["message"] for f in test["failures"]] == ["an illegal memory access was encountered"]
+    assert all(t["failures"] == [] for name in (H100_1N, H100_10N, GCP_2N, DGX_OLD) for t in _parse(name))
