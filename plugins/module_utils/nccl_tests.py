@@ -126,6 +126,7 @@ def _new_test():
         "ranks": [],
         "format": None,
         "failures": [],
+        "ranks_cut": False,
     }
 
 
@@ -173,8 +174,11 @@ def _finish(test):
     wrongs = [half["wrong"] for row in test["rows"] for half in (row["out_of_place"], row["in_place"])
               if half["wrong"] is not None]
     test["wrong_total"] = sum(wrongs) if wrongs else None
-    if test["ranks"]:
-        test["nranks"] = len(test["ranks"])
+    numbers = sorted(rank["rank"] for rank in test["ranks"])
+    # A rank list that is not 0..n-1 was cut (a log kept by its tail): its line count is not the rank count.
+    test["ranks_cut"] = bool(numbers) and numbers != list(range(len(numbers)))
+    if numbers and not test["ranks_cut"]:
+        test["nranks"] = len(numbers)
     return test
 
 
@@ -269,7 +273,8 @@ def parse_nccl_tests(text):
     "wrong_total": int or None, ...}``. Newer nccl-tests print "# Collective test starting: X"
     before each test; a log without it gives collective None. Older logs print an ``error``
     column instead of ``#wrong``: wrong is then None (the error value is kept as ``error``).
-    ``nranks`` counts the "# Rank N ... on host device d" header lines (None when cut off).
+    ``nranks`` counts the "# Rank N ... on host device d" header lines: None when there are none or when the
+    list is not 0..n-1 (``ranks_cut``: the log was trimmed inside it), so a trimmed log is not read as fewer ranks.
     ``failures`` lists nccl-tests' own error lines (``{host, library, where, message}``); a test that failed
     before printing its table is still returned, with its ranks, its failures and no rows, so the reason is
     reported rather than "no table".

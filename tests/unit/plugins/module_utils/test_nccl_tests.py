@@ -233,3 +233,25 @@ def test_a_failure_after_rows_belongs_to_that_test_and_complete_logs_have_none()
     (test,) = parse_nccl_tests(text)
     assert [f["message"] for f in test["failures"]] == ["an illegal memory access was encountered"]
     assert all(t["failures"] == [] for name in (H100_1N, H100_10N, GCP_2N, DGX_OLD) for t in _parse(name))
+
+
+def _tail_from_last_rank_line(text):
+    """What a log kept by its tail looks like when the cut falls inside the rank list: the last rank line on."""
+    lines = text.splitlines(keepends=True)
+    last = max(i for i, line in enumerate(lines) if line.startswith("#  Rank "))
+    return "".join(lines[last:])
+
+
+def test_a_log_cut_inside_its_rank_list_does_not_count_the_ranks_it_lost():
+    # The real 2-node GCP log, tail-trimmed to its last rank line ("#  Rank 15 ..."): one rank line is left, but
+    # 16 ranks ran. Counting lines read "1 rank(s) ran, 16 expected": an absence judged as a failure.
+    (test,) = parse_nccl_tests(_tail_from_last_rank_line((LOGS / GCP_2N).read_text()))
+    assert test["nranks"] is None and test["ranks_cut"] is True and len(test["rows"]) > 20
+    from ansible_collections.gpufleet.cluster.plugins.module_utils import gpu_benchmark as gb
+    summary = gb.nccl_run_summary(_tail_from_last_rank_line((LOGS / GCP_2N).read_text()), 0, "all_reduce", 16)
+    assert summary["problems"] == [] and summary["busbw_gbps"] == 338.82
+
+
+def test_a_complete_rank_list_is_counted():
+    assert [t["nranks"] for t in _parse(H100_10N)] == [80] * 5 and _parse(GCP_2N)[0]["nranks"] == 16
+    assert _parse(GCP_2N)[0]["ranks_cut"] is False
