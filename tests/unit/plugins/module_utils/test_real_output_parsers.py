@@ -74,3 +74,32 @@ def test_a_gpu_listing_nothing_is_not_checked_and_one_with_links_still_judged():
     slow = nvlink.evaluate_nvlink(status, None, "n", expected_links=18, expected_gbps=60.0)
     assert [(f["code"], f["gpu_index"]) for f in slow] == [("NVLINK_SPEED_DEGRADED", 0)]
     assert all(validate_finding(f) == [] for f in slow)
+
+
+# --- NCCL_DEBUG=INFO lines from a trimmed log (smoke_parse) -------------------------------------------------
+
+from ansible_collections.gpufleet.cluster.plugins.module_utils import smoke_parse  # noqa: E402
+
+TRIMMED_IB = Path(__file__).resolve().parents[3] / "fixtures" / "nccl-debug" / \
+    "nccl2-ib-2rank-trimmed-no-using-line-nccl-tests-issue350.log"
+
+
+def test_a_trimmed_log_names_the_link_layer_from_its_queue_pairs():
+    # NVIDIA/nccl-tests issue 350: the pasted log starts after "NET/IB : Using ..."; its "NET/IB: Dev 1 Port 1 qpn
+    # 3038 mtu 5 LID 37" lines still show InfiniBand (a LID; RoCE prints a GID).
+    info = smoke_parse.parse_nccl_debug(TRIMMED_IB.read_text())
+    assert info["version"] is None and info["ib_devices"] == []
+    assert info["inter_node"] == "IB" and info["gdr"] is True
+
+
+def test_without_any_link_layer_evidence_the_transport_is_not_called_ib():
+    # The same real lines without the two queue-pair lines: NCCL's IB verbs transport, link layer unknown.
+    lines = [line for line in TRIMMED_IB.read_text().splitlines() if "qpn" not in line]
+    info = smoke_parse.parse_nccl_debug(lines)
+    assert info["inter_node"] == "IB/RoCE" and info["transports"] == ["NET/IB/RoCE"]
+
+
+def test_a_gid_queue_pair_is_roce():
+    line = "h:1:2 [0] NCCL INFO NET/IB: Dev 3 Port 1 qpn 2125 mtu 3 GID 3 (0/9301A8C0FFFF0000)"  # net_ib.cc's RoCE form
+    info = smoke_parse.parse_nccl_debug([TRIMMED_IB.read_text().splitlines()[2], line])
+    assert info["inter_node"] == "RoCE"
