@@ -103,3 +103,25 @@ def test_a_gid_queue_pair_is_roce():
     line = "h:1:2 [0] NCCL INFO NET/IB: Dev 3 Port 1 qpn 2125 mtu 3 GID 3 (0/9301A8C0FFFF0000)"  # net_ib.cc's RoCE form
     info = smoke_parse.parse_nccl_debug([TRIMMED_IB.read_text().splitlines()[2], line])
     assert info["inter_node"] == "RoCE"
+
+
+# --- dcgmi diag -j with text around the document --------------------------------------------------------------
+
+from ansible_collections.gpufleet.cluster.plugins.module_utils import dcgm  # noqa: E402
+
+DCGM3_PASS = DIAG / "dcgm" / "dcgm3.1.0-r1-8gpu-pass-warning-prefix-nvidia-jsonresulttests.txt"
+
+
+def test_dcgm_document_found_past_text_with_braces_before_and_after_it():
+    # The real 3.1.0 output (already led by "WARNING: THIS SHOULD NOT HAPPEN"), wrapped in lines a wrapper script
+    # prints (synthetic, to show braces in the surrounding text no longer break the parse).
+    text = "+ dcgmi diag -r 1 -j  # group {0,1}\n" + DCGM3_PASS.read_text() + "\nexit {rc=0}\n"
+    parsed = dcgm.parse_dcgm_diag(text)
+    assert parsed["version"] == "3.1.0" and parsed["schema"] == "3" and parsed["tests_run"] == ["software"]
+
+
+def test_dcgm_text_without_a_document_still_says_what_was_there():
+    with pytest.raises(dcgm.DcgmParseError, match="Error: unable to establish a connection"):
+        dcgm.parse_dcgm_diag("Error: unable to establish a connection to the specified host: localhost\n")
+    with pytest.raises(dcgm.DcgmParseError, match="not valid JSON"):
+        dcgm.parse_dcgm_diag('Started {\n  "DCGM GPU Diagnostic": {')
