@@ -138,7 +138,11 @@ from ansible_collections.gpufleet.cluster.plugins.module_utils.nvlink import (
     parse_nvlink_errors,
     parse_nvlink_status,
 )
-from ansible_collections.gpufleet.cluster.plugins.module_utils.perfquery import evaluate_perfquery, parse_perfquery
+from ansible_collections.gpufleet.cluster.plugins.module_utils.perfquery import (
+    evaluate_perfquery,
+    parse_perfquery,
+    perfquery_not_checked,
+)
 from ansible_collections.gpufleet.cluster.plugins.module_utils.run_tool import run_tool
 
 
@@ -225,6 +229,9 @@ def run_ib_counters(module, params, findings, not_checked):
             not_checked.append({"check": "ib_counters", "reason": "%s exited %s: %s" % (" ".join(cmd), rc, _short(err))})
             continue
         blocks = parse_perfquery(out)
+        reason = perfquery_not_checked(blocks, out + err)
+        if reason:
+            not_checked.append({"check": "ib_counters", "reason": "%s: %s" % (" ".join(cmd), reason)})
         read.append({"ca": port["ca"], "port": port["port"], "blocks": blocks})
         findings.extend(evaluate_perfquery(blocks, params["node"], ca=port["ca"],
                                            fail_max=params["ib_counter_fail_max"]))

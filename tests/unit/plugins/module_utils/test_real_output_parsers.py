@@ -125,3 +125,23 @@ def test_dcgm_text_without_a_document_still_says_what_was_there():
         dcgm.parse_dcgm_diag("Error: unable to establish a connection to the specified host: localhost\n")
     with pytest.raises(dcgm.DcgmParseError, match="not valid JSON"):
         dcgm.parse_dcgm_diag('Started {\n  "DCGM GPU Diagnostic": {')
+
+
+# --- perfquery that answered without counters -----------------------------------------------------------------
+
+from ansible_collections.gpufleet.cluster.plugins.module_utils import perfquery  # noqa: E402
+
+PERF_REFUSED = DIAG / "perfquery" / "perfquery-mad-rpc-open-port-failed-roce-infiniband-exporter-issue26.txt"
+
+
+def test_perfquery_without_counter_blocks_is_not_checked_with_its_words():
+    text = PERF_REFUSED.read_text()
+    blocks = perfquery.parse_perfquery(text)
+    assert blocks == [] and perfquery.evaluate_perfquery(blocks, "n") == []
+    reason = perfquery.perfquery_not_checked(blocks, text)
+    assert reason.startswith("perfquery printed no counter block") and "Failed to open '(null)' port '0'" in reason
+
+
+def test_perfquery_with_counters_is_checked():
+    clean = (DIAG / "perfquery" / "x-extended-2ports-clean-lid1719.txt").read_text()
+    assert perfquery.perfquery_not_checked(perfquery.parse_perfquery(clean), clean) is None

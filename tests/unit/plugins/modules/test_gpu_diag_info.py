@@ -105,3 +105,14 @@ def test_a_gpu_that_refuses_nvlink_is_not_checked_with_the_tools_words(monkeypat
     reasons = {n["check"]: n["reason"] for n in result["not_checked"]}
     assert "Device does not have or support Nvlink" in reasons["nvlink"]
     assert "not in the model table" in reasons["nvlink_speed"]
+
+
+def test_perfquery_that_printed_no_counters_is_not_checked(monkeypatch, capsys):
+    # issue 35: treydock/infiniband_exporter issue 26's output, as if perfquery had exited 0: an empty answer passed.
+    refused = DIAG / "perfquery" / "perfquery-mad-rpc-open-port-failed-roce-infiniband-exporter-issue26.txt"
+    ports = [{"ca": "mlx5_0", "port": 1, "link_layer": "InfiniBand", "rate_gbps": 400}]
+    result, _calls = run_module(monkeypatch, capsys, {"node": "n", "checks": ["ib_counters"], "ib_ports": ports},
+                                {"perfquery -x -C": (0, refused)})
+    assert result["findings"] == []
+    (entry,) = result["not_checked"]
+    assert entry["check"] == "ib_counters" and "no counter block" in entry["reason"]
