@@ -68,7 +68,7 @@ def test_compute_verdict_fails_a_gpu_whose_figure_is_no_figure(value):
     result = gpu_compute.compute_verdict(["node1"], {"node1": _run(lines)}, expected_gpus={"node1": 8})
     bad = sorted((f["code"], f["gpu_index"], f["metric"]) for f in result["findings"])
     if value == 0:  # a measured zero is a figure, and far below every floor
-        assert ("GPU_GEMM_BELOW_PEAK", 3, "bf16") in bad and ("GPU_MEMORY_BELOW_PEAK", 5, "memory") in bad
+        assert bad == [("GPU_GEMM_SLOW", 3, "bf16"), ("GPU_MEMORY_SLOW", 5, "memory")]
     else:
         assert bad == [("FIGURE_INVALID", 3, "bf16"), ("FIGURE_INVALID", 5, "memory")]
     json.dumps(result, allow_nan=False)  # the report stays JSON
@@ -224,3 +224,21 @@ def test_the_expected_count_also_holds_a_cluster_that_lost_the_same_gpu_everywhe
     assert sorted(f["node"] for f in homogeneity.outlier_findings(report)) == ["node2", "node3"]
     assert homogeneity.homogeneity(nodes, ["gpu_count"], expected={"gpu_count": 0})["outlier_nodes"] == ["node1"]
 
+
+
+def test_a_node_whose_torch_sees_none_of_its_gpus_says_so():
+    cpu = json.dumps({"device": "cpu", "index": None, "name": "AMD EPYC", "gemm_tflops": {"fp32": 0.03},
+                      "gemm_skipped": {}, "copy_gbps": 9.6})
+    result = gpu_compute.compute_verdict(["node1"], {"node1": _run([cpu])}, expected_gpus={"node1": 8})
+    assert result["findings"] == []
+    assert any("torch saw none of the 8 GPU(s)" in n["reason"] for n in result["not_checked"])
+
+
+def test_a_gpu_whose_copy_failed_fails_with_the_error():
+    line = json.loads(_line(2))
+    line.update(copy_gbps=None, copy_error="CUDA error: an illegal memory access was encountered")
+    lines = [_line(i) for i in range(8)]
+    lines[2] = json.dumps(line)
+    result = gpu_compute.compute_verdict(["node1"], {"node1": _run(lines)}, expected_gpus=8)
+    (finding,) = result["findings"]
+    assert finding["code"] == "FIGURE_INVALID" and finding["gpu_index"] == 2 and "illegal memory access" in finding["message"]
