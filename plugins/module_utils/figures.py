@@ -79,6 +79,19 @@ def judge_figure(value, name, unit=None, zero_ok=False, bounds=None):
     return float(value), None
 
 
+def unit_of(metric):
+    """The unit a baseline metric's name says (``gpu0.gemm_bf16_tflops``: TFLOPS, ``link.*``/``loopback.*``:
+    Gb/s, ``*_gbps``: GB/s, ``samples_per_s``), else None."""
+    metric = str(metric)
+    if metric.endswith("_tflops"):
+        return "TFLOPS"
+    if metric.startswith(("link.", "loopback.")):
+        return "Gb/s"
+    if metric.endswith("gbps"):
+        return "GB/s"
+    return "samples/s" if metric.endswith("samples_per_s") else None
+
+
 def usable_figure(value, unit=None, zero_ok=False):
     """The figure as a float when :func:`judge_figure` accepts it, else None."""
     return judge_figure(value, "figure", unit, zero_ok)[0]

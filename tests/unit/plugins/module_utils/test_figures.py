@@ -146,8 +146,7 @@ def test_an_absurd_figure_is_never_stored_as_a_baseline():
 @pytest.mark.parametrize("now", [float("nan"), float("inf"), -1, "12", 1e-300], ids=["nan", "inf", "-1", "str12", "1e-300"])
 def test_a_broken_current_figure_regresses_against_the_baseline(now):
     (row,) = smoke_verdict.compare_metrics({"busbw_large_gbps": now}, {"busbw_large_gbps": 400.0})
-    assert row["regressed"] is True and row["change"] is None
-    json.dumps(row, allow_nan=False)
+    assert row["regressed"] is True and row["change"] is None and "not a usable figure" in row["message"]
 
 
 def test_a_smoke_baseline_with_an_absurd_figure_is_unusable():
@@ -242,3 +241,11 @@ def test_a_gpu_whose_copy_failed_fails_with_the_error():
     result = gpu_compute.compute_verdict(["node1"], {"node1": _run(lines)}, expected_gpus=8)
     (finding,) = result["findings"]
     assert finding["code"] == "FIGURE_INVALID" and finding["gpu_index"] == 2 and "illegal memory access" in finding["message"]
+
+
+def test_a_10000_deep_smoke_baseline_is_a_reason_not_a_crash(tmp_path):
+    from ansible_collections.gpufleet.cluster.plugins.action import smoke_report as action
+    path = tmp_path / "baseline.json"
+    path.write_text("[" * 10000 + "]" * 10000)
+    document, why = action.read_baseline(str(path))
+    assert document is None and "nested too deeply" in why
