@@ -249,3 +249,11 @@ def test_a_10000_deep_smoke_baseline_is_a_reason_not_a_crash(tmp_path):
     path.write_text("[" * 10000 + "]" * 10000)
     document, why = action.read_baseline(str(path))
     assert document is None and "nested too deeply" in why
+
+
+@pytest.mark.parametrize("value", [float("nan"), "12", None], ids=["nan", "str12", "None"])
+def test_the_slow_links_filter_names_a_link_whose_figure_is_no_figure(value):
+    from ansible_collections.gpufleet.cluster.plugins.filter import bandwidth_isolation as flt
+    ring = [dict(link, gbps=3.0) for link in bandwidth.ring_links(NODES)]
+    ring[2]["gbps"] = value
+    assert [(e["src"], e["dst"]) for e in flt.bandwidth_slow_links(ring)] == [("node3", "node4")]
