@@ -204,6 +204,7 @@ def test_a_rail_figure_that_is_no_figure_makes_its_link_unmeasured():
 
 def test_a_lone_node_is_held_to_the_expected_gpu_count():
     report = homogeneity.homogeneity({"node1": {"gpu_count": 7}}, ["gpu_count"], expected={"gpu_count": 8})
+    assert report["homogeneous"] is False and report["not_checked"] == []
     (finding,) = homogeneity.outlier_findings(report)
     assert finding["code"] == "HOMOGENEITY_OUTLIER" and finding["value"] == 7 and finding["threshold"] == 8
     assert "expected 8" in finding["message"] and "gpufleet_expected_gpu_count" in finding["message"]
@@ -257,3 +258,12 @@ def test_the_slow_links_filter_names_a_link_whose_figure_is_no_figure(value):
     ring = [dict(link, gbps=3.0) for link in bandwidth.ring_links(NODES)]
     ring[2]["gbps"] = value
     assert [(e["src"], e["dst"]) for e in flt.bandwidth_slow_links(ring)] == [("node3", "node4")]
+
+
+def test_the_homogeneity_filter_passes_the_expected_count_and_refuses_a_non_mapping():
+    from ansible.errors import AnsibleFilterError
+    from ansible_collections.gpufleet.cluster.plugins.filter import homogeneity as flt
+    report = flt.homogeneity({"node1": {"gpu_count": 7}}, ["gpu_count"], [], {"gpu_count": 8})
+    assert report["outlier_nodes"] == ["node1"]
+    with pytest.raises(AnsibleFilterError, match="expected must be a mapping"):
+        flt.homogeneity({"node1": {"gpu_count": 7}}, ["gpu_count"], [], 8)
