@@ -86,6 +86,23 @@ def link_metrics(figures):
                    "metrics": e["metrics"]} for node, e in out.items()}
 
 
+def current_metrics(kind, result, facts=None):
+    """{node: {hardware_key, metrics}} of one kind from the step's result (a dict for compute and nccl, the
+    list of link figures for links). Raises ValueError naming the kind and what came instead (None, text):
+    a result that is not one is no figure to judge, and must not pass nor crash."""
+    wanted = list if kind == "links" else dict
+    if kind not in KINDS:
+        raise ValueError("kind must be one of %s, got %r" % (", ".join(KINDS), kind))
+    if not isinstance(result, wanted):
+        raise ValueError("the %s result must be a %s (the step's verdict), got %s" % (
+            kind, "list of link figures" if kind == "links" else "mapping", json.dumps(result, default=str)[:80]))
+    if kind == "compute":
+        return compute_metrics(result)
+    if kind == "nccl":
+        return nccl_metrics(result, facts if isinstance(facts, dict) else {})
+    return link_metrics(result)
+
+
 def make_node_baseline(cluster, node, kind, current, recorded_at=None):
     """A baseline document for one node and kind; only figures figures.judge_figure accepts are kept."""
     return {"schema": SCHEMA, "cluster": cluster, "node": node, "kind": kind,

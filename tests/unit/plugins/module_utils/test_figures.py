@@ -267,3 +267,15 @@ def test_the_homogeneity_filter_passes_the_expected_count_and_refuses_a_non_mapp
     assert report["outlier_nodes"] == ["node1"]
     with pytest.raises(AnsibleFilterError, match="expected must be a mapping"):
         flt.homogeneity({"node1": {"gpu_count": 7}}, ["gpu_count"], [], 8)
+
+
+@pytest.mark.parametrize("kind, result", [("compute", None), ("compute", "12"), ("nccl", [1]), ("links", {"a": 1}),
+                                          ("links", None)])
+def test_a_baseline_step_fed_no_result_says_so_instead_of_crashing(kind, result):
+    with pytest.raises(ValueError, match="the %s result must be" % kind):
+        nb.current_metrics(kind, result)
+
+
+def test_a_baseline_step_reads_each_kind_of_result():
+    assert nb.current_metrics("compute", {"gpus": []}) == {}
+    assert nb.current_metrics("links", []) == {}
