@@ -48,10 +48,8 @@ FIGURE_MISSING = "FIGURE_MISSING"
 
 
 def _show(value):
-    try:
-        return json.dumps(value, default=str, allow_nan=True)[:80]
-    except (TypeError, ValueError):  # pragma: no cover - json.dumps with default=str does not raise
-        return repr(value)[:80]
+    """How a bad value is written in a reason: as JSON writes it (NaN, "12", true), cut short."""
+    return json.dumps(value, default=str)[:80]
 
 
 def judge_figure(value, name, unit=None, zero_ok=False, bounds=None):

@@ -135,9 +135,9 @@ def _missing_gpus(node, records, expected):
             "driver/CUDA mismatch)" % expected)}] if expected else []
     whole = [i for i in indexes if isinstance(i, int) and not isinstance(i, bool)]
     top = expected if expected else max(whole or [0]) + 1
+    basis = "%d expected" % top if expected else "indexes up to %d seen" % (top - 1)
     findings = [missing_finding(
-        node, "GPU %s printed no figure (torch measured %d GPU(s), %s expected)" % (index, len(indexes), top if expected else
-                                                                         "indexes up to %d seen" % (top - 1)),
+        node, "GPU %s printed no figure (torch measured %d GPU(s), %s)" % (index, len(indexes), basis),
         "Check that GPU %s is visible to torch and nvidia-smi (dmesg Xid, nvidia-smi -q -i %s); rerun the benchmark"
         % (index, index), gpu_index=index, threshold=top, metric="gpu_count") for index in missing(range(top), whole)]
     not_checked = [] if expected else [{"check": "GPU count", "node": node, "reason": (
