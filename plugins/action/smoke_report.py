@@ -85,6 +85,8 @@ def read_baseline(path):
             document = json.load(fh)
     except (OSError, ValueError) as exc:
         return None, "cannot read %s: %s" % (path, to_native(exc))
+    except RecursionError:
+        return None, "cannot read %s: it is nested too deeply to be a baseline" % path
     if document is None:
         # A file holding `null` is a broken baseline, not an absent one.
         return None, "%s holds JSON null, need an object" % path

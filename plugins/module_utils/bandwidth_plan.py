@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import shlex
 
+from ansible_collections.gpufleet.cluster.plugins.module_utils.figures import judge_figure
 from ansible_collections.gpufleet.cluster.plugins.module_utils.nccl_env import classify_ports, natural_key
 
 RDMA_TOOLS = ("ib_write_bw", "ib_read_bw")
@@ -241,11 +242,15 @@ def test_figure(result, rate_fraction=None):
         measured = by_rail.get(rail["rail"]) or {}
         src_side = "client" if test.get("client") == test.get("src") else "server"
         dst_side = "server" if src_side == "client" else "client"
+        # figures.judge_figure: a rail figure that is no figure (NaN, text, absurd) is no figure, with the reason.
+        gbps, problem = judge_figure(measured.get("gbps"), "rail %s %s" % (rail["rail"], rail.get(src_side + "_device")),
+                                     "Gb/s", zero_ok=True)
+        problem = problem if measured.get("gbps") is not None else None
         rails.append({"rail": rail["rail"], "src_device": rail.get(src_side + "_device"),
                       "dst_device": rail.get(dst_side + "_device"), "port": rail.get("port"),
-                      "line_rate_gbps": rail.get("line_rate_gbps"), "gbps": measured.get("gbps"),
+                      "line_rate_gbps": rail.get("line_rate_gbps"), "gbps": gbps,
                       "samples_gbps": measured.get("samples_gbps", []),
-                      "error": measured.get("error") or ((result or {}).get("msg") if not by_rail else None)})
+                      "error": measured.get("error") or problem or ((result or {}).get("msg") if not by_rail else None)})
     figures = [r["gbps"] for r in rails]
     line = [r["line_rate_gbps"] for r in rails if r["line_rate_gbps"]]
     entry = {"src": test.get("src"), "dst": test.get("dst"), "network": test.get("network"), "tool": test.get("tool"),

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 from ansible_collections.gpufleet.cluster.plugins.module_utils.bandwidth import DEFAULT_FRACTION, name_culprits
 from ansible_collections.gpufleet.cluster.plugins.module_utils.bandwidth_plan import rdma_endpoint
+from ansible_collections.gpufleet.cluster.plugins.module_utils.figures import judge_figure
 from ansible_collections.gpufleet.cluster.plugins.module_utils.findings import make_finding
 from ansible_collections.gpufleet.cluster.plugins.module_utils.gpu_models import lookup_model
 from ansible_collections.gpufleet.cluster.plugins.module_utils.nccl_tests import (
@@ -57,8 +58,13 @@ def nccl_run_summary(log, rc, collective, expected_ranks=None, large_bytes=LARGE
     rows = [{"size_bytes": r["size_bytes"],
              "busbw_gbps": max([h["busbw_gbps"] for h in (r["out_of_place"], r["in_place"])
                                 if h.get("busbw_gbps") is not None] or [None])} for r in test["rows"]]
+    # No large-message figure (a sweep that stopped short), or one that is no figure, is a run that cannot be
+    # trusted: never a pass for want of a number to compare.
+    busbw, problem = judge_figure(large_message_busbw(test, min_size_bytes=large_bytes),
+                                  "busbw at messages >= %d B" % large_bytes, "GB/s", zero_ok=True)
+    problems += [problem] if problem else []
     return {"collective": name, "nranks": test.get("nranks"), "rc": rc, "problems": problems,
-            "busbw_gbps": large_message_busbw(test, min_size_bytes=large_bytes),
+            "busbw_gbps": busbw,
             "avg_busbw_gbps": test.get("avg_busbw_gbps"), "rows": rows, "wrong_total": test.get("wrong_total")}
 
 
@@ -66,7 +72,12 @@ def nccl_floor(collective, model_key, gpus_per_node, nnodes, rdma_gbps_per_node=
                override=None):
     """(floor in GB/s or None, where it comes from)."""
     if override not in (None, ""):
-        return float(override), "gpu_benchmark_thresholds"
+        try:
+            number = float(override)  # an operator's "300" from the command line is meant as 300
+        except (TypeError, ValueError):
+            number = override
+        floor, problem = judge_figure(number, "the gpu_benchmark_thresholds floor %r" % (override,), "GB/s")
+        return (floor, "gpu_benchmark_thresholds") if problem is None else (None, problem + "; set a floor in GB/s")
     name = normalize_collective(collective)
     if name == "all_reduce":
         floor, source = busbw_threshold(model_key, int(gpus_per_node), int(nnodes), "nccl", rdma_gbps_per_node)

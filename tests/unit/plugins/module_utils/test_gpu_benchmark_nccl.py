@@ -132,3 +132,20 @@ def test_what_did_not_run_is_listed_with_the_reason():
     assert [(n["check"], n["reason"]) for n in result["not_checked"]] == [
         ("nccl-tests within the node", "nccl-tests is not installed in /usr/bin"),
         ("nccl-tests across nodes", "fewer than two nodes")]
+
+
+@pytest.mark.parametrize("figure", [None, float("nan"), float("inf"), -1.0], ids=["None", "nan", "inf", "-1"])
+def test_a_run_whose_busbw_is_no_figure_fails_instead_of_passing(monkeypatch, figure):
+    # What the parser hands over when a table has no usable busbw (issue 35): before, None passed every floor
+    # (the comparison was skipped) and NaN too (NaN < floor is False).
+    monkeypatch.setattr(gb, "large_message_busbw", lambda test, min_size_bytes=None: figure)
+    summary = gb.nccl_run_summary(SINGLE, 0, "all_reduce", 8)
+    assert summary["busbw_gbps"] is None and any("busbw at messages" in p for p in summary["problems"])
+    findings = gb.judge_run("single-node", summary, 460.0, "aznhc", ["node1"], "all_reduce_perf")
+    assert [f["code"] for f in findings] == ["NCCL_TESTS_FAILED"]
+
+
+@pytest.mark.parametrize("override", [float("nan"), float("inf"), -1, "x"], ids=["nan", "inf", "-1", "x"])
+def test_an_override_floor_that_is_no_figure_is_no_floor_and_says_why(override):
+    floor, source = gb.nccl_floor("all_reduce", "h100-sxm5-80gb", 8, 1, override=override)
+    assert floor is None and "gpu_benchmark_thresholds" in source
