@@ -192,9 +192,9 @@ def show_lines(data, facts, today):
     lines += [seen] if seen else []
     lines.append("torch releases (variants; default PyPI wheel; bundled NCCL; torchvision; torchaudio):")
     for version, e in data["torch"].items():
-        lines.append("  %-7s %-28s default %-6s nccl %-7s vision %-7s audio %s" % (
+        lines.append("  %-7s %-28s default %-6s nccl %-7s vision %-7s audio %s%s" % (
             version, ",".join(e["variants"]), e["default_variant"], e["bundled_nccl"] or "-",
-            e["torchvision"] or "-", e["torchaudio"] or "-"))
+            e["torchvision"] or "-", e["torchaudio"] or "-", _channel_note(e)))
     if facts is None:
         return lines
     reads = sorted({facts.SOURCES[row[3]]["read"] for row in facts.FACTS})
@@ -209,6 +209,15 @@ def show_lines(data, facts, today):
             lines.append("  R%s's end of life (%s) has passed since the table was reviewed (%s): review "
                          "compat_facts.py" % (branch, value["eol"], facts.AS_OF))
     return lines
+
+
+def _channel_note(entry):
+    """'' when the variant channels read agree; else what was read (compat_refresh.variant_channels)."""
+    check = entry.get("variants_check")
+    if check in (None, "agree"):
+        return ""
+    return "  [variants: %s: %s]" % (check, "; ".join("%s %s" % (k, ",".join(v))
+                                                    for k, v in entry.get("variants_channels", {}).items()))
 
 
 def cmd_show(args):

@@ -272,3 +272,12 @@ def test_the_solver_data_carries_the_variant_check():
     assert TORCH_RELEASES["2.11.0"]["variants_check"] == "disagree"
     assert TORCH_RELEASES["2.15.0"]["variants_channels"] == {"pypi-default": ["cu132"]}
 
+
+
+def test_show_marks_a_release_whose_channels_do_not_agree(capsys):
+    assert compat.main(["show", "--today", "2027-01-04"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    line = next(x for x in lines if x.startswith("  2.11.0 "))
+    assert "[variants: disagree: matrix-release cu126,cu128,cu130; matrix-test cu126,cu130,cu132" in line
+    assert "[variants" not in next(x for x in lines if x.startswith("  2.10.0 "))
+    assert "[variants: one channel: pypi-default cu132]" in next(x for x in lines if x.startswith("  2.15.0 "))
