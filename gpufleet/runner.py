@@ -12,8 +12,10 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shlex
 import shutil
+import stat
 import subprocess
 import sys
 import tempfile
@@ -475,6 +477,42 @@ def check_extra_vars(items: list[str]) -> dict:
     return merged
 
 
+_FILE_KINDS = ((stat.S_ISFIFO, "a pipe (FIFO)"), (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
+               (stat.S_ISSOCK, "a socket"), (stat.S_ISDIR, "a directory"))
+
+
+def refuse_unbounded_extra_vars_files(items: list[str], cwd: Path) -> None:
+    """Refuses `-e @FILE` where FILE is not a regular file: reading a pipe, /dev/stdin or a device would
+    wait with no bound before anything starts (a missing file is left to Ansible's own message)."""
+    for number, item in enumerate(items, 1):
+        if not item.startswith("@"):
+            continue
+        path = Path(item[1:]).expanduser()
+        try:
+            mode = os.stat(path if path.is_absolute() else cwd / path).st_mode
+        except OSError:
+            continue
+        if not stat.S_ISREG(mode):
+            kind = next((name for test, name in _FILE_KINDS if test(mode)), "not a regular file")
+            raise RunBroken(f"-e argument {number} {item} names {kind}, not a regular file: reading it could wait "
+                            "forever; write the variables to a file and give -e @FILE")
+
+
+# gpufleet_report_dir and each role's <role>_report_dir (preflight_report_dir, smoke_test_report_dir, ...).
+_REPORT_DIR_VARIABLE = re.compile(r"(^|_)report_dir$")
+
+
+def refuse_report_dir_override(extra: dict) -> None:
+    """A run's reports belong under --artifacts, where gpufleet scrubs credentials out of them and counts
+    their findings; an -e report directory would move them where neither happens, so it is refused (a
+    playbook run without gpufleet still takes gpufleet_report_dir)."""
+    moved = sorted(name for name in extra if _REPORT_DIR_VARIABLE.search(str(name)))
+    if moved:
+        raise RunBroken(f"-e {', '.join(moved)} would write the reports outside --artifacts, where gpufleet "
+                        "neither scrubs credentials from them nor counts their findings; leave it out and give "
+                        "--artifacts DIR instead (the reports go to DIR/reports)")
+
+
 def _plain(value):
     """Ansible's parsed values (tagged strings in 2.19) as plain JSON-able data."""
     return json.loads(json.dumps(value, default=str))
@@ -537,7 +575,9 @@ def _plan(stage: str, inventory: str | Path, options: AnsibleOptions, playbook: 
         inventory = str(Path(inventory).resolve())
     elif "," not in inventory:
         raise RunBroken(f"inventory {inventory} does not exist (give a file, a directory or a host list 'a,b,')")
+    refuse_unbounded_extra_vars_files(options.extra_vars, Path.cwd())
     extra = check_extra_vars(options.extra_vars)
+    refuse_report_dir_override(extra)
     found = collection_mod.locate()
     if playbook is not None:
         target = str(playbook)

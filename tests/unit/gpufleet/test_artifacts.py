@@ -176,3 +176,16 @@ def test_a_marker_that_is_a_link_refuses_the_directory_and_leaves_its_target_alo
     assert victim.read_text() == "precious\n"
     assert sorted(p.name for p in artifacts.iterdir()) == [".gpufleet-artifacts"]
 
+
+@pytest.mark.parametrize("extra", ["gpufleet_report_dir={elsewhere}", '{{"preflight_report_dir": "{elsewhere}"}}'])
+def test_a_report_directory_outside_the_artifacts_is_refused_before_anything_runs(outside, extra):
+    """Issue 35 N14: reports outside --artifacts would be neither scrubbed nor counted."""
+    elsewhere = outside / "elsewhere"
+    artifacts = outside / "out"
+    result = run_cli(["run", "preflight", "-i", local_inventory(outside / "inv.yml", hosts=("n1",)),
+                      "--artifacts", artifacts, "-e", extra.format(elsewhere=elsewhere)], cwd=outside)
+    summary = json.loads((artifacts / "summary.json").read_text())
+    assert result.rc == 2 and summary["ansible_rc"] is None, summary["reason"]
+    assert "--artifacts" in summary["reason"] and "_report_dir" in summary["reason"], summary["reason"]
+    assert not elsewhere.exists()
+    assert not (artifacts / "runner" / "job_events").exists()
