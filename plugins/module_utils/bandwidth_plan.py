@@ -26,6 +26,7 @@ import shlex
 
 from ansible_collections.gpufleet.cluster.plugins.module_utils.figures import judge_figure
 from ansible_collections.gpufleet.cluster.plugins.module_utils.nccl_env import classify_ports, natural_key
+from ansible_collections.gpufleet.cluster.plugins.module_utils.tool_address import check_test_addresses
 
 RDMA_TOOLS = ("ib_write_bw", "ib_read_bw")
 TCP_TOOL = "iperf3"
@@ -266,6 +267,7 @@ def test_figure(result, rate_fraction=None):
 
 def server_argv(test, rail, seconds, size=None, qps=None):
     """The server's command for one rail (perftest answers one client, then exits; iperf3 serves on)."""
+    check_test_addresses(test)
     if test["tool"] == TCP_TOOL:
         return [TCP_TOOL, "-s", "-B", test["server_address"], "-p", str(rail["port"])]
     return [test["tool"], "-d", rail["server_device"], "-i", str(rail["server_ib_port"]), "-p", str(rail["port"])] \
@@ -287,6 +289,7 @@ def servers_argv(test, seconds, size=None, qps=None, repeats=1):
 
 def client_argv(test, rail, seconds, size=None, qps=None):
     """The client's command for one rail: it connects to the server's address and prints the figure."""
+    check_test_addresses(test)
     if test["tool"] == TCP_TOOL:
         argv = [TCP_TOOL, "-c", test["server_address"], "-p", str(rail["port"]), "-t", _seconds(seconds), "-J"]
         return argv + (["-B", test["bind"]] if test.get("bind") else [])
