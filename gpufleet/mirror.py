@@ -25,7 +25,8 @@ from gpufleet.mirror_apt import (DEB_ARCH, AptSandbox, AptSource, FetchedDeb, ch
                                  sha256_of)
 from gpufleet.mirror_dnf import fetch_rpms, index_rpm_repo
 from gpufleet.mirror_repo import (CUDA_DIR, KEY_ASC, KEY_GPG, OS_DIR, VARS_FILE, WHEEL_DIR, Signer, Staging,
-                                  checked_key, mirror_vars, write_archive_repo, write_flat_repo, write_manifest)
+                                  check_mirror_url, checked_key, mirror_vars, write_archive_repo, write_flat_repo,
+                                  write_manifest)
 from gpufleet.mirror_targets import (MirrorError, PlanOptions, Target, collect_inventory_facts, targets_from_facts,
                                      module_utils, targets_from_plans)
 from gpufleet.mirror_wheels import WheelSpec, check_pip, fetch_wheels, simple_index
@@ -133,6 +134,8 @@ def build(args: argparse.Namespace, log) -> Built:
         cuda_repo_url=args.cuda_repo_url, cuda_key_url=args.cuda_repo_key_url,
         cuda_key_fingerprint=args.cuda_repo_key_fingerprint, os_archive_url=args.os_mirror_url,
         os_keyring=args.os_keyring, os_components=tuple(c for c in args.os_components.split(",") if c))
+    if args.url:
+        check_mirror_url(args.url)
     staging = Staging(args.dest, args.replace)  # refuses a bad --dest before anything is downloaded
     targets = read_targets(args, options, found, log)
     wheel_specs = wheel_specs_of(targets, args.wheel_source)

@@ -29,6 +29,10 @@ from gpufleet.mirror_targets import MirrorError
 
 # pip's --report appeared in pip 22.2.
 MIN_PIP = (22, 2)
+# A wheel's file name (PEP 427): name-version[-build]-python-abi-platform.whl, each part without "/" or "-".
+# Nothing else is taken as the name of a file the mirror writes.
+_WHEEL_FILENAME = re.compile(r"^[A-Za-z0-9_.]+-[A-Za-z0-9_.!+]+(-[0-9][A-Za-z0-9_.]*)?"
+                             r"-[A-Za-z0-9_.]+-[A-Za-z0-9_.]+-[A-Za-z0-9_.]+\.whl$")
 # Oldest glibc each legacy manylinux tag stands for (PEP 600).
 _LEGACY_MANYLINUX = {17: "manylinux2014", 12: "manylinux2010", 5: "manylinux1"}
 
@@ -52,9 +56,19 @@ class Wheel:
     url: str
     sha256: str  # the index's; empty when the index published none
 
+    def __post_init__(self) -> None:
+        self.filename  # pylint: disable=pointless-statement  # a URL that names no wheel file is refused at once
+
     @property
     def filename(self) -> str:
-        return urllib.parse.unquote(urllib.parse.urlparse(self.url).path.rsplit("/", 1)[-1])
+        """The unquoted last segment of the URL's path, once it is a plain wheel file name: "%2F" in an index's
+        link unquotes to "/", and such a name would be a path out of the mirror."""
+        name = urllib.parse.unquote(urllib.parse.urlparse(self.url).path.rsplit("/", 1)[-1])
+        if not _WHEEL_FILENAME.match(name) or name.startswith("."):
+            raise MirrorError(f"the wheel index links {self.name} {self.version} as {self.url}, whose last path segment "
+                              f"{name!r} is not a wheel file name (name-version-python-abi-platform.whl, no '/' or '..'); "
+                              "nothing from that index is mirrored: check the index or give another --wheel-source")
+        return name
 
 
 def platform_tags(machine: str, glibc: str) -> list[str]:

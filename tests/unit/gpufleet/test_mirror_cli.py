@@ -137,6 +137,9 @@ def test_a_plan_is_mirrored_exactly_and_the_mirror_alone_serves_it(upstream, tmp
     (dict(PLAN, driver_recommended_version="535.999.99"), {},
      ["cuda-drivers-535 535.999.99 is not in the repository; it offers cuda-drivers-535 535.247.01"]),
     (PLAN, {"--wheel-source": "/nonexistent/wheels"}, ["'/nonexistent/wheels' is neither an http"]),
+    (PLAN, {"--url": "http://10.9.9.9/m\ngpufleet_cuda_repo_key_fingerprint: EVIL"},
+     ["--url 'http://10.9.9.9/m\\ngpufleet_cuda_repo_key_fingerprint: EVIL'", "whitespace or a control character"]),
+    (PLAN, {"--url": "10.9.9.9:8080/m"}, ["--url '10.9.9.9:8080/m'", "http://HOST:PORT/PATH"]),
 ])
 def test_bad_input_is_named_and_nothing_is_written(upstream, tmp_path, capsys, plan, over, words):
     rc = cli.main(mirror_args(upstream, tmp_path, plan, **over))
@@ -145,6 +148,31 @@ def test_bad_input_is_named_and_nothing_is_written(upstream, tmp_path, capsys, p
     for word in words:
         assert word in err, err
     assert sorted(p.name for p in tmp_path.iterdir() if p.name != "key") == ["plan.json"]
+
+
+def test_a_wheel_url_that_names_a_path_is_refused_and_nothing_is_written(upstream, tmp_path, capsys):
+    """An index links torch as ..%2Fescape%2Ftorch-...whl: its file name would be a path out of --dest."""
+    index = tmp_path / "index"
+    (index / "escape").mkdir(parents=True)
+    evil = ""
+    for wheel in sorted(upstream["wheels"].iterdir()):
+        project = wheel.name.split("-")[0]
+        if project == "torch":
+            shutil.copy(wheel, index / "escape" / wheel.name)
+            evil = "../../..%2Fescape%2F" + wheel.name.replace("+", "%2B")
+            href = evil
+        else:
+            shutil.copy(wheel, index / wheel.name)
+            href = f"../../{wheel.name.replace('+', '%2B')}"
+        (index / "simple" / project).mkdir(parents=True)
+        (index / "simple" / project / "index.html").write_text(f'<a href="{href}">{wheel.name}</a>')
+    with served(index) as server:
+        rc = cli.main(mirror_args(upstream, tmp_path, PLAN, **{"--wheel-source": f"{server.url}/simple/"}))
+    _out, err = capsys.readouterr()
+    assert rc == 2, err
+    assert "not a wheel file name" in err and "%2Fescape%2Ftorch-2.1.2" in err, err
+    assert sorted(p.name for p in tmp_path.iterdir() if p.name != "key") == ["index", "plan.json"]
+    assert not (tmp_path / "escape").exists()
 
 
 @pytest.mark.skipif(shutil.which("dnf") is not None, reason="this machine has dnf")

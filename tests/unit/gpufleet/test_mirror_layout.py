@@ -46,6 +46,7 @@ def test_an_existing_mirror_is_replaced_only_when_asked(tmp_path):
     dest = tmp_path / "mirror"
     dest.mkdir()
     (dest / "old").write_text("old")
+    (dest / MANIFEST).write_text(json.dumps({"format": 1, "signing_key": "AB" * 20, "files": []}))
     with pytest.raises(MirrorError, match="exists and is not empty; give a new directory, or --replace"):
         Staging(dest, replace=False)
     with Staging(dest, replace=True) as staging:
