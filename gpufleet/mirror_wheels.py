@@ -26,6 +26,7 @@ from pathlib import Path
 
 from gpufleet.mirror_apt import sha256_of
 from gpufleet.mirror_targets import MirrorError
+from gpufleet.safe_files import write_atomically
 
 # pip's --report appeared in pip 22.2.
 MIN_PIP = (22, 2)
@@ -100,10 +101,14 @@ def source_args(source: str) -> list[str]:
     return ["--no-index", "--find-links", path]
 
 
-def pip_env() -> dict:
-    """The environment pip runs in: no PIP_* variable and no configuration file of this machine."""
+def pip_env(scratch: Path | None = None) -> dict:
+    """The environment pip runs in: no PIP_* variable and no configuration file of this machine. Its temporary
+    directories go to `scratch`, inside the mirror's own work directory, so a cancelled run (pip killed before it
+    could clean up) leaves none of pip's behind in /tmp: the mirror removes its work directory on every exit."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("PIP_")}
     env["PIP_CONFIG_FILE"] = os.devnull
+    if scratch is not None:
+        env["TMPDIR"] = str(scratch)
     return env
 
 
@@ -120,7 +125,7 @@ def requirement_args(spec: WheelSpec, work: Path) -> list[str]:
     if not spec.lock:
         return list(spec.requirements)
     lock = work / "requirements.lock"
-    lock.write_text(spec.lock)
+    write_atomically(lock, spec.lock)
     return ["--require-hashes", "-r", str(lock)]
 
 
@@ -156,8 +161,9 @@ def check_pip() -> None:
                           f"`{sys.executable} -m pip install -U pip`")
 
 
-def _pip(argv: list[str], what: str) -> None:
-    proc = subprocess.run(argv, capture_output=True, text=True, env=pip_env(), check=False)
+def _pip(argv: list[str], what: str, scratch: Path) -> None:
+    # On any exception (SIGINT, SIGTERM as Cancelled) run() kills pip and waits for it before the work goes.
+    proc = subprocess.run(argv, capture_output=True, text=True, env=pip_env(scratch), check=False)
     if proc.returncode != 0:
         said = " | ".join(line.strip() for line in (proc.stderr or proc.stdout).splitlines()
                           if line.startswith("ERROR") or re.match(r"\s+(\S+ from \S+:|Expected sha256|Got )", line))
@@ -168,14 +174,16 @@ def _pip(argv: list[str], what: str) -> None:
 
 def fetch_wheels(spec: WheelSpec, work: Path) -> list[tuple[Wheel, Path]]:
     """Resolve and download; every file checked against the index's SHA256 where it published one."""
-    cache, dest, target = work / "pip-cache", work / "download", work / "target"
+    cache, dest, target, scratch = work / "pip-cache", work / "download", work / "target", work / "tmp"
     dest.mkdir(parents=True, exist_ok=True)
+    scratch.mkdir(exist_ok=True)
     report = work / "report.json"
     what = "the lock file's pins" if spec.lock else " ".join(spec.requirements)
     where = f"{what} for Python {spec.python} on {spec.machine} (glibc {spec.glibc}) from {spec.source}"
-    _pip(report_argv(spec, report, target, cache, requirement_args(spec, work)), f"pip cannot resolve {where}")
+    _pip(report_argv(spec, report, target, cache, requirement_args(spec, work)), f"pip cannot resolve {where}",
+         scratch)
     wheels = parse_report(json.loads(report.read_text()))
-    _pip(download_argv(spec, wheels, dest, cache), f"pip could not download {where}")
+    _pip(download_argv(spec, wheels, dest, cache), f"pip could not download {where}", scratch)
     out = []
     for wheel in wheels:
         path = dest / wheel.filename

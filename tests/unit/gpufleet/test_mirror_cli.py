@@ -4,10 +4,17 @@ must leave nothing behind; and the inventory mode's facts read from a local-conn
 
 from __future__ import annotations
 
+import functools
+import http.server
 import json
+import os
 import platform
 import re
 import shutil
+import signal
+import subprocess
+import sys
+import threading
 from pathlib import Path
 
 import pytest
@@ -226,3 +233,61 @@ def test_a_node_the_plan_fails_on_is_named(tmp_path):
     with pytest.raises(MirrorError) as err:
         collect_inventory_facts(str(inventory), None, [], ansible_environment(found), found.root)
     assert "failed or unreachable: n1" in str(err.value) and "no NVIDIA GPU found" in str(err.value)
+
+
+class _HeldWheels:
+    """An index whose torch wheel is served only once released: the mirror is caught inside pip's download."""
+
+    def __init__(self, index: Path):
+        self.index, self.release, self.asked = index, threading.Event(), threading.Event()
+
+    def handler(self):
+        held = self
+
+        class Handler(http.server.SimpleHTTPRequestHandler):
+            def log_message(self, fmt, *args):
+                pass
+
+            def do_GET(self):
+                if self.path.endswith(".whl") and "torch-" in self.path:
+                    held.asked.set()
+                    held.release.wait(120)
+                super().do_GET()
+        return functools.partial(Handler, directory=str(self.index))
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT])
+def test_a_cancelled_mirror_leaves_no_temporary_directory_of_its_own_or_of_pip(upstream, tmp_path, signum):
+    index = tmp_path / "index"
+    index.mkdir()
+    for wheel in sorted(upstream["wheels"].iterdir()):
+        project = wheel.name.split("-")[0]
+        shutil.copy(wheel, index / wheel.name)
+        (index / "simple" / project).mkdir(parents=True)
+        (index / "simple" / project / "index.html").write_text(
+            f'<a href="../../{wheel.name.replace("+", "%2B")}">{wheel.name}</a>')
+    held = _HeldWheels(index)
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), held.handler())
+    server.daemon_threads = True
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
+    argv = mirror_args(upstream, tmp_path, PLAN, **{"--wheel-source": f"http://127.0.0.1:{server.server_address[1]}/simple/"})
+    env = dict(os.environ, TMPDIR=str(scratch))
+    try:
+        child = subprocess.Popen([sys.executable, "-m", "gpufleet", *argv], cwd=REPO, env=env,
+                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        assert held.asked.wait(300), "the mirror never asked for the torch wheel"
+        during = sorted(p.name for p in scratch.iterdir())
+        child.send_signal(signum)
+        _out, err = child.communicate(timeout=120)
+    finally:
+        held.release.set()
+        server.shutdown()
+        server.server_close()
+    assert child.returncode == 2, err
+    assert "stopped" in err and "nothing was written" in err, err
+    assert during, "pip was not caught while it held temporary files"
+    left = sorted(str(p.relative_to(scratch)) for p in scratch.rglob("*"))
+    assert left == [], f"left behind in TMPDIR: {left[:10]}"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["index", "key", "plan.json", "tmp"]
