@@ -41,6 +41,7 @@ VARS_FILE = "mirror-vars.yml"
 CUDA_DIR = "compute/cuda/repos"
 OS_DIR = "os"
 WHEEL_DIR = "wheels"
+LOCK_FILE = "requirements.lock"  # under WHEEL_DIR: the pytorch role's hash lock (pytorch_mirror_lock_sha256)
 KEY_ASC = "keys/gpufleet-mirror.asc"
 KEY_GPG = "keys/gpufleet-mirror.gpg"
 KEY_UID = "gpufleet mirror signing key <gpufleet-mirror@localhost>"
@@ -291,7 +292,8 @@ def write_manifest(staging: Staging, meta: dict, signer: Signer) -> dict:
     return document
 
 
-def mirror_vars(url: str, fingerprint: str, created: str, *, cuda: bool, wheels: bool, os_repos: dict) -> str:
+def mirror_vars(url: str, fingerprint: str, created: str, *, cuda: bool, wheels: bool, os_repos: dict,
+                wheel_lock_sha256: str = "") -> str:
     """The inventory variables that point the stack roles at this mirror (YAML, commented)."""
     lines = [
         f"# gpufleet mirror, built {created} (manifest.json lists every file with its SHA256 and origin).",
@@ -310,6 +312,10 @@ def mirror_vars(url: str, fingerprint: str, created: str, *, cuda: bool, wheels:
         lines += ['gpufleet_pytorch_index_url: "{{ gpufleet_mirror_url }}/' + WHEEL_DIR + '/simple/"',
                   "# The index above, not a wheel directory on the nodes (copy wheels/ there and set this instead).",
                   'gpufleet_pytorch_wheel_dir: ""']
+        lines += ([f"# The SHA256 of {WHEEL_DIR}/{LOCK_FILE}: the pytorch role installs these wheels by their hashes from it.",
+                   f"gpufleet_pytorch_mirror_lock_sha256: {wheel_lock_sha256}"] if wheel_lock_sha256 else
+                  [f"# No {WHEEL_DIR}/{LOCK_FILE} (see the build's warning): the pytorch role refuses these wheels unless",
+                   "# gpufleet_pytorch_allow_unhashed: true"])
     if len(os_repos) == 1:
         (os_key, rel), = os_repos.items()
         lines += [f"# {os_key} packages the stack installs from the OS archive (dkms, headers, python3-venv, ...):",

@@ -202,6 +202,29 @@ def normalize(name: str) -> str:
     return re.sub(r"[-_.]+", "-", name).lower()
 
 
+LOCK_HEADER = ("# gpufleet mirror: every wheel of this mirror pinned with its SHA256 (pip --require-hashes -r).\n"
+               "# The pytorch role installs from it; the inventory pins this file by gpufleet_pytorch_mirror_lock_sha256.\n")
+
+
+def hash_lock(files: dict[str, tuple[str, str, str]]) -> str:
+    """pip's hash-checking requirements form for {filename: (project, version, sha256)}: one `name==version`
+    per project (PEP 503 name) with the hash of each of its files. A project held at two versions cannot be
+    pinned by one lock: MirrorError names it."""
+    pins: dict[str, dict[str, set[str]]] = {}
+    for _filename, (project, version, digest) in sorted(files.items()):
+        pins.setdefault(normalize(project), {}).setdefault(version, set()).add(digest)
+    several = {name: sorted(versions) for name, versions in pins.items() if len(versions) > 1}
+    if several:
+        raise MirrorError("the mirror holds " + "; ".join(f"{name} at {' and '.join(v)}" for name, v in sorted(several.items()))
+                          + ", which one hash lock cannot pin (nodes with different plans or Python releases)")
+    lines = []
+    for name, versions in sorted(pins.items()):
+        (version, digests), = versions.items()
+        hashes = [f"    --hash=sha256:{digest}" for digest in sorted(digests)]
+        lines += [f"{name}=={version} \\"] + [h + " \\" for h in hashes[:-1]] + hashes[-1:]
+    return LOCK_HEADER + "\n".join(lines) + "\n"
+
+
 def simple_index(files: dict[str, tuple[str, str]]) -> dict[str, str]:
     """PEP 503 pages for {filename: (project name, sha256)}: {relative path under wheels/: html}."""
     projects: dict[str, list[tuple[str, str]]] = {}

@@ -24,6 +24,7 @@ from gpufleet import cli
 from gpufleet.mirror_apt import AptSandbox, AptSource, driver_preferences, parse_records, sha256_of
 from gpufleet.mirror_repo import Signer
 from gpufleet.mirror_targets import MirrorError, PlanOptions, collect_inventory_facts, targets_from_facts
+from gpufleet.mirror_wheels import pip_env
 from mirror_helpers import REPO, index_archive, index_flat, make_deb, make_wheel, served, sim_packages
 from test_mirror_plan import DNF_PLAN, PLAN
 
@@ -110,6 +111,25 @@ def test_a_plan_is_mirrored_exactly_and_the_mirror_alone_serves_it(upstream, tmp
         "torch-2.1.2+cu121-cp310-cp310-linux_x86_64.whl", "torchaudio-2.1.2+cu121-cp310-cp310-linux_x86_64.whl",
         "torchvision-0.16.2+cu121-cp310-cp310-linux_x86_64.whl"]
     assert (mirror / "wheels/simple/torch/index.html").is_file()
+
+    # The hash lock the pytorch role installs with, pinned in the variables by its SHA256; pip takes it against
+    # the mirror's own index in --require-hashes mode, every wheel checked.
+    lock = mirror / "wheels/requirements.lock"
+    assert values["gpufleet_pytorch_mirror_lock_sha256"] == sha256_of(lock)
+    torch_wheel = mirror / "wheels/torch-2.1.2+cu121-cp310-cp310-linux_x86_64.whl"
+    assert f"torch==2.1.2+cu121 \\\n    --hash=sha256:{sha256_of(torch_wheel)}\n" in lock.read_text()
+    with served(mirror) as server:
+        proc = subprocess.run(
+            [sys.executable, "-m", "pip", "install", "--dry-run", "--ignore-installed", "--isolated", "--no-input",
+             "--report", str(tmp_path / "report.json"), "--target", str(tmp_path / "t"), "--only-binary=:all:",
+             "--python-version", "3.10", "--platform", "linux_x86_64", "--platform", "manylinux_2_17_x86_64",
+             "--index-url", f"{server.url}/wheels/simple/", "--require-hashes", "-r", str(lock)],
+            capture_output=True, text=True, env=pip_env(), check=False)
+    assert proc.returncode == 0, proc.stderr
+    installed = json.loads((tmp_path / "report.json").read_text())["install"]
+    assert sorted(item["metadata"]["name"] for item in installed) == [
+        "filelock", "numpy", "torch", "torchaudio", "torchvision"]
+    (tmp_path / "report.json").unlink()
 
     manifest = json.loads((mirror / "manifest.json").read_text())
     listed = {f["path"]: f for f in manifest["files"]}
