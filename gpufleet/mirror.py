@@ -24,9 +24,9 @@ from gpufleet import __version__, collection, settings
 from gpufleet.mirror_apt import (DEB_ARCH, AptSandbox, AptSource, FetchedDeb, check_requests, driver_preferences,
                                  sha256_of)
 from gpufleet.mirror_dnf import fetch_rpms, index_rpm_repo
-from gpufleet.mirror_repo import (CUDA_DIR, KEY_ASC, KEY_GPG, LOCK_FILE, OS_DIR, VARS_FILE, WHEEL_DIR, Signer, Staging,
-                                  check_mirror_url, checked_key, mirror_vars, write_archive_repo, write_flat_repo,
-                                  write_manifest)
+from gpufleet.mirror_repo import (CUDA_DIR, KEY_ASC, KEY_GPG, LOCK_FILE, OS_DIR, VARS_FILE, WHEEL_DIR, Signer,
+                                  Staging, check_mirror_url, checked_key, mirror_vars, write_archive_repo,
+                                  write_flat_repo, write_manifest)
 from gpufleet.mirror_targets import (MirrorError, PlanOptions, Target, collect_inventory_facts, targets_from_facts,
                                      module_utils, targets_from_plans)
 from gpufleet.mirror_wheels import WheelSpec, check_pip, fetch_wheels, hash_lock, simple_index

@@ -33,8 +33,8 @@ from pathlib import Path
 import yaml
 
 from gpufleet.mirror_apt import FetchedDeb, sha256_of
-from gpufleet.safe_files import refuse_link, write_atomically
 from gpufleet.mirror_targets import MirrorError, module_utils
+from gpufleet.safe_files import refuse_link, write_atomically
 
 MANIFEST = "manifest.json"
 VARS_FILE = "mirror-vars.yml"
@@ -134,8 +134,9 @@ class Signer:
             fcntl.flock(lock.fileno(), fcntl.LOCK_EX)
             fingerprints = self._secret_fingerprints()
             if len(fingerprints) > 1:
-                raise MirrorError(f"--key-dir {home} holds {len(fingerprints)} secret keys ({', '.join(fingerprints)}); "
-                                  "it must hold exactly the mirror's one (or none, and one is made)")
+                raise MirrorError(f"--key-dir {home} holds {len(fingerprints)} secret keys "
+                                  f"({', '.join(fingerprints)}); it must hold exactly the mirror's one (or none, and "
+                                  "one is made)")
             if not fingerprints:
                 self.gpg("--passphrase", "", "--quick-gen-key", KEY_UID, "ed25519", "sign", "never")
                 fingerprints = self._secret_fingerprints()
@@ -312,7 +313,7 @@ def mirror_vars(url: str, fingerprint: str, created: str, *, cuda: bool, wheels:
         lines += ['gpufleet_pytorch_index_url: "{{ gpufleet_mirror_url }}/' + WHEEL_DIR + '/simple/"',
                   "# The index above, not a wheel directory on the nodes (copy wheels/ there and set this instead).",
                   'gpufleet_pytorch_wheel_dir: ""']
-        lines += ([f"# The SHA256 of {WHEEL_DIR}/{LOCK_FILE}: the pytorch role installs these wheels by their hashes from it.",
+        lines += ([f"# The SHA256 of {WHEEL_DIR}/{LOCK_FILE}: the pytorch role installs these wheels by their hashes.",
                    f"gpufleet_pytorch_mirror_lock_sha256: {wheel_lock_sha256}"] if wheel_lock_sha256 else
                   [f"# No {WHEEL_DIR}/{LOCK_FILE} (see the build's warning): the pytorch role refuses these wheels unless",
                    "# gpufleet_pytorch_allow_unhashed: true"])

@@ -276,7 +276,7 @@ class _HeldWheels:
         return functools.partial(Handler, directory=str(self.index))
 
 
-@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT])
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
 def test_a_cancelled_mirror_leaves_no_temporary_directory_of_its_own_or_of_pip(upstream, tmp_path, signum):
     index = tmp_path / "index"
     index.mkdir()
