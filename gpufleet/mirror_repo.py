@@ -13,6 +13,7 @@ with their checked fingerprints, for audit.
 
 from __future__ import annotations
 
+import fcntl
 import gzip
 import hashlib
 import json
@@ -23,19 +24,24 @@ import subprocess
 import tempfile
 import time
 import urllib.error
+import urllib.parse
 import urllib.request
 from datetime import datetime, timezone
 from email.utils import format_datetime
 from pathlib import Path
 
+import yaml
+
 from gpufleet.mirror_apt import FetchedDeb, sha256_of
 from gpufleet.mirror_targets import MirrorError, module_utils
+from gpufleet.safe_files import refuse_link, write_atomically
 
 MANIFEST = "manifest.json"
 VARS_FILE = "mirror-vars.yml"
 CUDA_DIR = "compute/cuda/repos"
 OS_DIR = "os"
 WHEEL_DIR = "wheels"
+LOCK_FILE = "requirements.lock"  # under WHEEL_DIR: the pytorch role's hash lock (pytorch_mirror_lock_sha256)
 KEY_ASC = "keys/gpufleet-mirror.asc"
 KEY_GPG = "keys/gpufleet-mirror.gpg"
 KEY_UID = "gpufleet mirror signing key <gpufleet-mirror@localhost>"
@@ -52,6 +58,8 @@ class Staging:
         if self.dest.exists() and not replace and (not self.dest.is_dir() or any(self.dest.iterdir())):
             raise MirrorError(f"--dest {dest} exists and is not empty; give a new directory, or --replace to "
                               "replace it once the new mirror is complete")
+        if self.dest.exists() and replace:
+            refuse_to_replace_a_non_mirror(self.dest, dest)
         self.path = self.dest.parent / f".{self.dest.name}.partial-{os.getpid()}"
         self.provenance: dict[str, dict] = {}
         self.committed = False
@@ -67,12 +75,16 @@ class Staging:
 
     def add(self, rel: str, src: Path | None = None, data: bytes | None = None, **origin) -> Path:
         """Place one file (copied from src, or data) at rel and note where it came from."""
-        target = self.path / rel
+        target = Path(os.path.normpath(self.path / rel))
+        if os.path.isabs(rel) or not target.is_relative_to(self.path) or target == self.path:
+            raise MirrorError(f"{rel!r} would be written outside the mirror ({self.dest}); nothing was written. "
+                              "A file name from an index or repository must name a file inside it")
         target.parent.mkdir(parents=True, exist_ok=True)
         if src is not None:
+            refuse_link(target)
             shutil.copyfile(src, target)
         else:
-            target.write_bytes(data or b"")
+            write_atomically(target, data or b"")
         if origin:
             self.provenance[rel] = origin
         return target
@@ -86,6 +98,27 @@ class Staging:
         shutil.rmtree(old, ignore_errors=True)
 
 
+def refuse_to_replace_a_non_mirror(path: Path, given) -> None:
+    """--replace deletes only what gpufleet mirror wrote (its manifest.json says so) or an empty directory."""
+    if not path.is_dir() or path.is_symlink():
+        raise MirrorError(f"--dest {given} is not a directory; --replace replaces only a gpufleet mirror")
+    entries = sorted(path.iterdir())
+    if not entries:
+        return
+    try:
+        manifest = json.loads((path / MANIFEST).read_text(encoding="utf-8"))
+        is_mirror = isinstance(manifest, dict) and manifest.get("format") == 1 and "signing_key" in manifest \
+            and isinstance(manifest.get("files"), list)
+    except (OSError, ValueError):
+        is_mirror = False
+    if not is_mirror:
+        shown = [entry.name + ("/" if entry.is_dir() else "") for entry in entries[:8]]
+        more = f" and {len(entries) - 8} more" if len(entries) > 8 else ""
+        raise MirrorError(f"--dest {given} is not a gpufleet mirror (no {MANIFEST} written by gpufleet mirror) and "
+                          f"holds {', '.join(shown)}{more}; --replace would delete it. Give a new or empty directory, "
+                          "or the directory of an earlier gpufleet mirror")
+
+
 # ------------------------------------------------------------------------------------------------ keys
 
 class Signer:
@@ -96,13 +129,17 @@ class Signer:
         self.home = home
         home.mkdir(parents=True, exist_ok=True, mode=0o700)
         home.chmod(0o700)
-        fingerprints = self._secret_fingerprints()
-        if len(fingerprints) > 1:
-            raise MirrorError(f"--key-dir {home} holds {len(fingerprints)} secret keys ({', '.join(fingerprints)}); "
-                              "it must hold exactly the mirror's one (or none, and one is made)")
-        if not fingerprints:
-            self.gpg("--passphrase", "", "--quick-gen-key", KEY_UID, "ed25519", "sign", "never")
+        # Two first runs at once would each find no key and make one: the second waits here and takes the first's.
+        with open(home / ".gpufleet-key.lock", "a+b") as lock:  # noqa: SIM115 (held for the block)
+            fcntl.flock(lock.fileno(), fcntl.LOCK_EX)
             fingerprints = self._secret_fingerprints()
+            if len(fingerprints) > 1:
+                raise MirrorError(f"--key-dir {home} holds {len(fingerprints)} secret keys "
+                                  f"({', '.join(fingerprints)}); it must hold exactly the mirror's one (or none, and "
+                                  "one is made)")
+            if not fingerprints:
+                self.gpg("--passphrase", "", "--quick-gen-key", KEY_UID, "ed25519", "sign", "never")
+                fingerprints = self._secret_fingerprints()
         self.fingerprint = fingerprints[0]
 
     def gpg(self, *args: str) -> subprocess.CompletedProcess:
@@ -202,14 +239,13 @@ def _release(directory: Path, indexes: list[str], fields: dict) -> Path:
             data = (directory / rel).read_bytes()
             lines.append(f" {algorithm(data).hexdigest()} {len(data):>16} {rel}")
     release = directory / "Release"
-    release.write_text("\n".join(lines) + "\n")
+    write_atomically(release, "\n".join(lines) + "\n")
     return release
 
 
 def _write_index(directory: Path, text: str) -> list[str]:
-    (directory / "Packages").write_text(text)
-    with open(directory / "Packages.gz", "wb") as raw, gzip.GzipFile(fileobj=raw, mode="wb", mtime=0) as handle:
-        handle.write(text.encode())
+    write_atomically(directory / "Packages", text)
+    write_atomically(directory / "Packages.gz", gzip.compress(text.encode(), mtime=0))
     return ["Packages", "Packages.gz"]
 
 
@@ -252,18 +288,21 @@ def write_manifest(staging: Staging, meta: dict, signer: Signer) -> dict:
     document = {"format": 1, "created": datetime.now(timezone.utc).isoformat(timespec="seconds"), **meta,
                 "signing_key": signer.fingerprint, "files": files}
     manifest = staging.path / MANIFEST
-    manifest.write_text(json.dumps(document, indent=2, sort_keys=False) + "\n")
+    write_atomically(manifest, json.dumps(document, indent=2, sort_keys=False) + "\n")
     signer.detach_sign(manifest)
     return document
 
 
-def mirror_vars(url: str, fingerprint: str, created: str, *, cuda: bool, wheels: bool, os_repos: dict) -> str:
+def mirror_vars(url: str, fingerprint: str, created: str, *, cuda: bool, wheels: bool, os_repos: dict,
+                wheel_lock_sha256: str = "") -> str:
     """The inventory variables that point the stack roles at this mirror (YAML, commented)."""
     lines = [
         f"# gpufleet mirror, built {created} (manifest.json lists every file with its SHA256 and origin).",
         "# Put these in the inventory (e.g. group_vars/all/mirror.yml) and serve the mirror directory at",
         "# gpufleet_mirror_url; docs/mirror.md says how.",
-        f"gpufleet_mirror_url: {url or 'http://MIRROR-HOST:PORT/PATH'}"
+        # Through the serializer: whatever the URL holds (" #", a newline, quotes), it loads back as exactly itself.
+        yaml.safe_dump({"gpufleet_mirror_url": url or "http://MIRROR-HOST:PORT/PATH"}, default_flow_style=False,
+                       width=float("inf"), allow_unicode=True).rstrip("\n")
         + ("" if url else "  # CHANGE ME: where the nodes reach the mirror directory"),
     ]
     if cuda:
@@ -274,6 +313,10 @@ def mirror_vars(url: str, fingerprint: str, created: str, *, cuda: bool, wheels:
         lines += ['gpufleet_pytorch_index_url: "{{ gpufleet_mirror_url }}/' + WHEEL_DIR + '/simple/"',
                   "# The index above, not a wheel directory on the nodes (copy wheels/ there and set this instead).",
                   'gpufleet_pytorch_wheel_dir: ""']
+        lines += ([f"# The SHA256 of {WHEEL_DIR}/{LOCK_FILE}: the pytorch role installs these wheels by their hashes.",
+                   f"gpufleet_pytorch_mirror_lock_sha256: {wheel_lock_sha256}"] if wheel_lock_sha256 else
+                  [f"# No {WHEEL_DIR}/{LOCK_FILE} (see the build's warning): the pytorch role refuses these wheels unless",
+                   "# gpufleet_pytorch_allow_unhashed: true"])
     if len(os_repos) == 1:
         (os_key, rel), = os_repos.items()
         lines += [f"# {os_key} packages the stack installs from the OS archive (dkms, headers, python3-venv, ...):",
@@ -282,3 +325,20 @@ def mirror_vars(url: str, fingerprint: str, created: str, *, cuda: bool, wheels:
     for os_key, rel in sorted(os_repos.items()) if len(os_repos) > 1 else ():
         lines.append(f'# {os_key} nodes: gpufleet_debian_mirror_url: "{{{{ gpufleet_mirror_url }}}}/{rel}"')
     return "\n".join(lines) + "\n"
+
+
+
+
+URL_HINT = "give where the nodes reach --dest, like http://HOST:PORT/PATH, https://HOST/PATH or file:///PATH"
+
+
+def check_mirror_url(url: str) -> None:
+    """--url is written into the inventory's variables and used by the nodes: an http(s) URL with a host, or a
+    file: URL, with no whitespace or control character (a newline would add a YAML key, " #" would cut it)."""
+    if any(char.isspace() or ord(char) < 0x20 or ord(char) == 0x7F for char in url):
+        raise MirrorError(f"--url {url!r} holds whitespace or a control character; {URL_HINT} (quote a space as %20)")
+    parsed = urllib.parse.urlsplit(url)
+    if parsed.scheme not in ("http", "https", "file"):
+        raise MirrorError(f"--url {url!r} has scheme {parsed.scheme or 'none'!r}, not http, https or file; {URL_HINT}")
+    if parsed.scheme != "file" and not parsed.hostname:
+        raise MirrorError(f"--url {url!r} names no host; {URL_HINT}")

@@ -26,9 +26,14 @@ from pathlib import Path
 
 from gpufleet.mirror_apt import sha256_of
 from gpufleet.mirror_targets import MirrorError
+from gpufleet.safe_files import write_atomically
 
 # pip's --report appeared in pip 22.2.
 MIN_PIP = (22, 2)
+# A wheel's file name (PEP 427): name-version[-build]-python-abi-platform.whl, each part without "/" or "-".
+# Nothing else is taken as the name of a file the mirror writes.
+_WHEEL_FILENAME = re.compile(r"^[A-Za-z0-9_.]+-[A-Za-z0-9_.!+]+(-[0-9][A-Za-z0-9_.]*)?"
+                             r"-[A-Za-z0-9_.]+-[A-Za-z0-9_.]+-[A-Za-z0-9_.]+\.whl$")
 # Oldest glibc each legacy manylinux tag stands for (PEP 600).
 _LEGACY_MANYLINUX = {17: "manylinux2014", 12: "manylinux2010", 5: "manylinux1"}
 
@@ -52,9 +57,19 @@ class Wheel:
     url: str
     sha256: str  # the index's; empty when the index published none
 
+    def __post_init__(self) -> None:
+        self.filename  # pylint: disable=pointless-statement  # a URL that names no wheel file is refused at once
+
     @property
     def filename(self) -> str:
-        return urllib.parse.unquote(urllib.parse.urlparse(self.url).path.rsplit("/", 1)[-1])
+        """The unquoted last segment of the URL's path, once it is a plain wheel file name: "%2F" in an index's
+        link unquotes to "/", and such a name would be a path out of the mirror."""
+        name = urllib.parse.unquote(urllib.parse.urlparse(self.url).path.rsplit("/", 1)[-1])
+        if not _WHEEL_FILENAME.match(name) or name.startswith("."):
+            raise MirrorError(f"the wheel index links {self.name} {self.version} as {self.url}, whose last path segment "
+                              f"{name!r} is not a wheel file name (name-version-python-abi-platform.whl, no '/' or '..'); "
+                              "nothing from that index is mirrored: check the index or give another --wheel-source")
+        return name
 
 
 def platform_tags(machine: str, glibc: str) -> list[str]:
@@ -86,10 +101,14 @@ def source_args(source: str) -> list[str]:
     return ["--no-index", "--find-links", path]
 
 
-def pip_env() -> dict:
-    """The environment pip runs in: no PIP_* variable and no configuration file of this machine."""
+def pip_env(scratch: Path | None = None) -> dict:
+    """The environment pip runs in: no PIP_* variable and no configuration file of this machine. Its temporary
+    directories go to `scratch`, inside the mirror's own work directory, so a cancelled run (pip killed before it
+    could clean up) leaves none of pip's behind in /tmp: the mirror removes its work directory on every exit."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("PIP_")}
     env["PIP_CONFIG_FILE"] = os.devnull
+    if scratch is not None:
+        env["TMPDIR"] = str(scratch)
     return env
 
 
@@ -106,7 +125,7 @@ def requirement_args(spec: WheelSpec, work: Path) -> list[str]:
     if not spec.lock:
         return list(spec.requirements)
     lock = work / "requirements.lock"
-    lock.write_text(spec.lock)
+    write_atomically(lock, spec.lock)
     return ["--require-hashes", "-r", str(lock)]
 
 
@@ -142,8 +161,9 @@ def check_pip() -> None:
                           f"`{sys.executable} -m pip install -U pip`")
 
 
-def _pip(argv: list[str], what: str) -> None:
-    proc = subprocess.run(argv, capture_output=True, text=True, env=pip_env(), check=False)
+def _pip(argv: list[str], what: str, scratch: Path) -> None:
+    # On any exception (SIGINT, SIGTERM as Cancelled) run() kills pip and waits for it before the work goes.
+    proc = subprocess.run(argv, capture_output=True, text=True, env=pip_env(scratch), check=False)
     if proc.returncode != 0:
         said = " | ".join(line.strip() for line in (proc.stderr or proc.stdout).splitlines()
                           if line.startswith("ERROR") or re.match(r"\s+(\S+ from \S+:|Expected sha256|Got )", line))
@@ -154,14 +174,16 @@ def _pip(argv: list[str], what: str) -> None:
 
 def fetch_wheels(spec: WheelSpec, work: Path) -> list[tuple[Wheel, Path]]:
     """Resolve and download; every file checked against the index's SHA256 where it published one."""
-    cache, dest, target = work / "pip-cache", work / "download", work / "target"
+    cache, dest, target, scratch = work / "pip-cache", work / "download", work / "target", work / "tmp"
     dest.mkdir(parents=True, exist_ok=True)
+    scratch.mkdir(exist_ok=True)
     report = work / "report.json"
     what = "the lock file's pins" if spec.lock else " ".join(spec.requirements)
     where = f"{what} for Python {spec.python} on {spec.machine} (glibc {spec.glibc}) from {spec.source}"
-    _pip(report_argv(spec, report, target, cache, requirement_args(spec, work)), f"pip cannot resolve {where}")
+    _pip(report_argv(spec, report, target, cache, requirement_args(spec, work)), f"pip cannot resolve {where}",
+         scratch)
     wheels = parse_report(json.loads(report.read_text()))
-    _pip(download_argv(spec, wheels, dest, cache), f"pip could not download {where}")
+    _pip(download_argv(spec, wheels, dest, cache), f"pip could not download {where}", scratch)
     out = []
     for wheel in wheels:
         path = dest / wheel.filename
@@ -178,6 +200,29 @@ def fetch_wheels(spec: WheelSpec, work: Path) -> list[tuple[Wheel, Path]]:
 def normalize(name: str) -> str:
     """PEP 503's project name normalisation."""
     return re.sub(r"[-_.]+", "-", name).lower()
+
+
+LOCK_HEADER = ("# gpufleet mirror: every wheel of this mirror pinned with its SHA256 (pip --require-hashes -r).\n"
+               "# The pytorch role installs from it; the inventory pins this file by gpufleet_pytorch_mirror_lock_sha256.\n")
+
+
+def hash_lock(files: dict[str, tuple[str, str, str]]) -> str:
+    """pip's hash-checking requirements form for {filename: (project, version, sha256)}: one `name==version`
+    per project (PEP 503 name) with the hash of each of its files. A project held at two versions cannot be
+    pinned by one lock: MirrorError names it."""
+    pins: dict[str, dict[str, set[str]]] = {}
+    for _filename, (project, version, digest) in sorted(files.items()):
+        pins.setdefault(normalize(project), {}).setdefault(version, set()).add(digest)
+    several = {name: sorted(versions) for name, versions in pins.items() if len(versions) > 1}
+    if several:
+        raise MirrorError("the mirror holds " + "; ".join(f"{name} at {' and '.join(v)}" for name, v in sorted(several.items()))
+                          + ", which one hash lock cannot pin (nodes with different plans or Python releases)")
+    lines = []
+    for name, versions in sorted(pins.items()):
+        (version, digests), = versions.items()
+        hashes = [f"    --hash=sha256:{digest}" for digest in sorted(digests)]
+        lines += [f"{name}=={version} \\"] + [h + " \\" for h in hashes[:-1]] + hashes[-1:]
+    return LOCK_HEADER + "\n".join(lines) + "\n"
 
 
 def simple_index(files: dict[str, tuple[str, str]]) -> dict[str, str]:

@@ -4,10 +4,17 @@ must leave nothing behind; and the inventory mode's facts read from a local-conn
 
 from __future__ import annotations
 
+import functools
+import http.server
 import json
+import os
 import platform
 import re
 import shutil
+import signal
+import subprocess
+import sys
+import threading
 from pathlib import Path
 
 import pytest
@@ -17,6 +24,7 @@ from gpufleet import cli
 from gpufleet.mirror_apt import AptSandbox, AptSource, driver_preferences, parse_records, sha256_of
 from gpufleet.mirror_repo import Signer
 from gpufleet.mirror_targets import MirrorError, PlanOptions, collect_inventory_facts, targets_from_facts
+from gpufleet.mirror_wheels import pip_env
 from mirror_helpers import REPO, index_archive, index_flat, make_deb, make_wheel, served, sim_packages
 from test_mirror_plan import DNF_PLAN, PLAN
 
@@ -104,6 +112,25 @@ def test_a_plan_is_mirrored_exactly_and_the_mirror_alone_serves_it(upstream, tmp
         "torchvision-0.16.2+cu121-cp310-cp310-linux_x86_64.whl"]
     assert (mirror / "wheels/simple/torch/index.html").is_file()
 
+    # The hash lock the pytorch role installs with, pinned in the variables by its SHA256; pip takes it against
+    # the mirror's own index in --require-hashes mode, every wheel checked.
+    lock = mirror / "wheels/requirements.lock"
+    assert values["gpufleet_pytorch_mirror_lock_sha256"] == sha256_of(lock)
+    torch_wheel = mirror / "wheels/torch-2.1.2+cu121-cp310-cp310-linux_x86_64.whl"
+    assert f"torch==2.1.2+cu121 \\\n    --hash=sha256:{sha256_of(torch_wheel)}\n" in lock.read_text()
+    with served(mirror) as server:
+        proc = subprocess.run(
+            [sys.executable, "-m", "pip", "install", "--dry-run", "--ignore-installed", "--isolated", "--no-input",
+             "--report", str(tmp_path / "report.json"), "--target", str(tmp_path / "t"), "--only-binary=:all:",
+             "--python-version", "3.10", "--platform", "linux_x86_64", "--platform", "manylinux_2_17_x86_64",
+             "--index-url", f"{server.url}/wheels/simple/", "--require-hashes", "-r", str(lock)],
+            capture_output=True, text=True, env=pip_env(), check=False)
+    assert proc.returncode == 0, proc.stderr
+    installed = json.loads((tmp_path / "report.json").read_text())["install"]
+    assert sorted(item["metadata"]["name"] for item in installed) == [
+        "filelock", "numpy", "torch", "torchaudio", "torchvision"]
+    (tmp_path / "report.json").unlink()
+
     manifest = json.loads((mirror / "manifest.json").read_text())
     listed = {f["path"]: f for f in manifest["files"]}
     on_disk = {p.relative_to(mirror).as_posix() for p in mirror.rglob("*") if p.is_file()}
@@ -137,6 +164,9 @@ def test_a_plan_is_mirrored_exactly_and_the_mirror_alone_serves_it(upstream, tmp
     (dict(PLAN, driver_recommended_version="535.999.99"), {},
      ["cuda-drivers-535 535.999.99 is not in the repository; it offers cuda-drivers-535 535.247.01"]),
     (PLAN, {"--wheel-source": "/nonexistent/wheels"}, ["'/nonexistent/wheels' is neither an http"]),
+    (PLAN, {"--url": "http://10.9.9.9/m\ngpufleet_cuda_repo_key_fingerprint: EVIL"},
+     ["--url 'http://10.9.9.9/m\\ngpufleet_cuda_repo_key_fingerprint: EVIL'", "whitespace or a control character"]),
+    (PLAN, {"--url": "10.9.9.9:8080/m"}, ["--url '10.9.9.9:8080/m'", "http://HOST:PORT/PATH"]),
 ])
 def test_bad_input_is_named_and_nothing_is_written(upstream, tmp_path, capsys, plan, over, words):
     rc = cli.main(mirror_args(upstream, tmp_path, plan, **over))
@@ -145,6 +175,31 @@ def test_bad_input_is_named_and_nothing_is_written(upstream, tmp_path, capsys, p
     for word in words:
         assert word in err, err
     assert sorted(p.name for p in tmp_path.iterdir() if p.name != "key") == ["plan.json"]
+
+
+def test_a_wheel_url_that_names_a_path_is_refused_and_nothing_is_written(upstream, tmp_path, capsys):
+    """An index links torch as ..%2Fescape%2Ftorch-...whl: its file name would be a path out of --dest."""
+    index = tmp_path / "index"
+    (index / "escape").mkdir(parents=True)
+    evil = ""
+    for wheel in sorted(upstream["wheels"].iterdir()):
+        project = wheel.name.split("-")[0]
+        if project == "torch":
+            shutil.copy(wheel, index / "escape" / wheel.name)
+            evil = "../../..%2Fescape%2F" + wheel.name.replace("+", "%2B")
+            href = evil
+        else:
+            shutil.copy(wheel, index / wheel.name)
+            href = f"../../{wheel.name.replace('+', '%2B')}"
+        (index / "simple" / project).mkdir(parents=True)
+        (index / "simple" / project / "index.html").write_text(f'<a href="{href}">{wheel.name}</a>')
+    with served(index) as server:
+        rc = cli.main(mirror_args(upstream, tmp_path, PLAN, **{"--wheel-source": f"{server.url}/simple/"}))
+    _out, err = capsys.readouterr()
+    assert rc == 2, err
+    assert "not a wheel file name" in err and "%2Fescape%2Ftorch-2.1.2" in err, err
+    assert sorted(p.name for p in tmp_path.iterdir() if p.name != "key") == ["index", "plan.json"]
+    assert not (tmp_path / "escape").exists()
 
 
 @pytest.mark.skipif(shutil.which("dnf") is not None, reason="this machine has dnf")
@@ -198,3 +253,61 @@ def test_a_node_the_plan_fails_on_is_named(tmp_path):
     with pytest.raises(MirrorError) as err:
         collect_inventory_facts(str(inventory), None, [], ansible_environment(found), found.root)
     assert "failed or unreachable: n1" in str(err.value) and "no NVIDIA GPU found" in str(err.value)
+
+
+class _HeldWheels:
+    """An index whose torch wheel is served only once released: the mirror is caught inside pip's download."""
+
+    def __init__(self, index: Path):
+        self.index, self.release, self.asked = index, threading.Event(), threading.Event()
+
+    def handler(self):
+        held = self
+
+        class Handler(http.server.SimpleHTTPRequestHandler):
+            def log_message(self, fmt, *args):
+                pass
+
+            def do_GET(self):
+                if self.path.endswith(".whl") and "torch-" in self.path:
+                    held.asked.set()
+                    held.release.wait(120)
+                super().do_GET()
+        return functools.partial(Handler, directory=str(self.index))
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
+def test_a_cancelled_mirror_leaves_no_temporary_directory_of_its_own_or_of_pip(upstream, tmp_path, signum):
+    index = tmp_path / "index"
+    index.mkdir()
+    for wheel in sorted(upstream["wheels"].iterdir()):
+        project = wheel.name.split("-")[0]
+        shutil.copy(wheel, index / wheel.name)
+        (index / "simple" / project).mkdir(parents=True)
+        (index / "simple" / project / "index.html").write_text(
+            f'<a href="../../{wheel.name.replace("+", "%2B")}">{wheel.name}</a>')
+    held = _HeldWheels(index)
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), held.handler())
+    server.daemon_threads = True
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
+    argv = mirror_args(upstream, tmp_path, PLAN, **{"--wheel-source": f"http://127.0.0.1:{server.server_address[1]}/simple/"})
+    env = dict(os.environ, TMPDIR=str(scratch))
+    try:
+        child = subprocess.Popen([sys.executable, "-m", "gpufleet", *argv], cwd=REPO, env=env,
+                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        assert held.asked.wait(300), "the mirror never asked for the torch wheel"
+        during = sorted(p.name for p in scratch.iterdir())
+        child.send_signal(signum)
+        _out, err = child.communicate(timeout=120)
+    finally:
+        held.release.set()
+        server.shutdown()
+        server.server_close()
+    assert child.returncode == 2, err
+    assert "stopped" in err and "nothing was written" in err, err
+    assert during, "pip was not caught while it held temporary files"
+    left = sorted(str(p.relative_to(scratch)) for p in scratch.rglob("*"))
+    assert left == [], f"left behind in TMPDIR: {left[:10]}"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["index", "key", "plan.json", "tmp"]

@@ -46,6 +46,7 @@ def test_an_existing_mirror_is_replaced_only_when_asked(tmp_path):
     dest = tmp_path / "mirror"
     dest.mkdir()
     (dest / "old").write_text("old")
+    (dest / MANIFEST).write_text(json.dumps({"format": 1, "signing_key": "AB" * 20, "files": []}))
     with pytest.raises(MirrorError, match="exists and is not empty; give a new directory, or --replace"):
         Staging(dest, replace=False)
     with Staging(dest, replace=True) as staging:
@@ -103,7 +104,7 @@ def test_the_manifest_lists_every_file_with_its_checksum_and_origin(signer, tmp_
 
 def test_the_variables_point_the_roles_at_the_mirror():
     text = mirror_vars("http://10.0.0.1:8080/m", "AB" * 20, "2026-01-01T00:00:00+00:00", cuda=True, wheels=True,
-                       os_repos={"ubuntu22.04": "os/ubuntu22.04"})
+                       os_repos={"ubuntu22.04": "os/ubuntu22.04"}, wheel_lock_sha256="cd" * 32)
     values = yaml.safe_load(text)
     assert values == {
         "gpufleet_mirror_url": "http://10.0.0.1:8080/m",
@@ -112,6 +113,7 @@ def test_the_variables_point_the_roles_at_the_mirror():
         "gpufleet_cuda_repo_key_fingerprint": "AB" * 20,
         "gpufleet_pytorch_index_url": "{{ gpufleet_mirror_url }}/wheels/simple/",
         "gpufleet_pytorch_wheel_dir": "",
+        "gpufleet_pytorch_mirror_lock_sha256": "cd" * 32,
         "gpufleet_debian_mirror_url": "{{ gpufleet_mirror_url }}/os/ubuntu22.04",
     }
     unset = mirror_vars("", "AB" * 20, "now", cuda=True, wheels=False,

@@ -9,7 +9,7 @@ import urllib.parse
 import pytest
 
 from gpufleet.mirror_targets import MirrorError
-from gpufleet.mirror_wheels import (WheelSpec, download_argv, fetch_wheels, normalize, parse_report, pip_env,
+from gpufleet.mirror_wheels import (WheelSpec, download_argv, fetch_wheels, hash_lock, normalize, parse_report, pip_env,
                                     platform_tags, report_argv, requirement_args, simple_index, source_args)
 from mirror_helpers import make_wheel, served
 
@@ -132,3 +132,21 @@ def test_the_simple_index_links_every_file_with_its_hash():
     quoted = urllib.parse.quote("torch-2.13.0+cpu-cp311-cp311-manylinux_2_28_x86_64.whl")
     assert f'href="../../{quoted}#sha256={"b" * 64}"' in pages["simple/torch/index.html"]
     assert normalize("Typing.Extensions_x") == "typing-extensions-x"
+
+
+def test_the_hash_lock_pins_each_project_once_with_the_hash_of_every_file():
+    """pip's --require-hashes requirements form, as pip-compile --generate-hashes writes it (one name==version
+    per project, every file's hash under it), names PEP 503-normalised as the pytorch role reads them."""
+    text = hash_lock({"numpy-1.26.4-cp311-cp311-manylinux_2_17_x86_64.whl": ("numpy", "1.26.4", "b" * 64),
+                      "numpy-1.26.4-cp310-cp310-manylinux_2_17_x86_64.whl": ("numpy", "1.26.4", "a" * 64),
+                      "typing_extensions-4.9.0-py3-none-any.whl": ("Typing_Extensions", "4.9.0", "c" * 64)})
+    body = [line for line in text.splitlines() if not line.startswith("#")]
+    assert body == ["numpy==1.26.4 \\", f"    --hash=sha256:{'a' * 64} \\", f"    --hash=sha256:{'b' * 64}",
+                    "typing-extensions==4.9.0 \\", f"    --hash=sha256:{'c' * 64}"]
+
+
+def test_a_project_at_two_versions_gets_no_lock_and_is_named():
+    """One lock cannot pin numpy at two versions (nodes of two OS releases): none is written, and the mirror says why."""
+    with pytest.raises(MirrorError, match=r"numpy at 1.24.4 and 1.26.4"):
+        hash_lock({"numpy-1.26.4-cp310-cp310-manylinux_2_17_x86_64.whl": ("numpy", "1.26.4", "a" * 64),
+                   "numpy-1.24.4-cp38-cp38-manylinux_2_17_x86_64.whl": ("numpy", "1.24.4", "b" * 64)})

@@ -128,7 +128,8 @@ def pip_runs(held: dict, **extra) -> bool:
     task = next(t for t in tasks if t.get("name") == "Install torch at the planned versions")
     variables = {**role_vars(**extra), **task["vars"],
                  "__pytorch_held": {"rc": 0, "stdout_lines": [json.dumps({"packages": held})]},
-                 "__pytorch_lock_copy": {"changed": False, "skipped": True}}
+                 "__pytorch_lock_copy": {"changed": False, "skipped": True},
+                 "__pytorch_mirror_lock_fetch": {"changed": False, "skipped": True}, **extra}
     return Templar(loader=LOADER, variables=variables).template(trust_as_template("{{ (%s) | bool }}" % task["when"]))
 
 
