@@ -86,6 +86,12 @@ RELEASE_DATA = {
             'torchaudio': '2.0.1',
             'wheel': 'torch-2.0.0-cp38-cp38-manylinux1_x86_64.whl',
             'uploaded': '2023-03-15',
+            'python': {
+                'versions': ['3.8', '3.9', '3.10', '3.11'],
+                'requires_python': '>=3.8.0',
+                'wheel_tags': ['3.8', '3.9', '3.10', '3.11'],
+                'read': '2026-12-06',
+            },
         },
         '2.0.1': {
             'variants': ['cu117', 'cu118'],
@@ -99,6 +105,12 @@ RELEASE_DATA = {
             'torchaudio': '2.0.2',
             'wheel': 'torch-2.0.1-cp38-cp38-manylinux1_x86_64.whl',
             'uploaded': '2023-05-08',
+            'python': {
+                'versions': ['3.8', '3.9', '3.10', '3.11'],
+                'requires_python': '>=3.8.0',
+                'wheel_tags': ['3.8', '3.9', '3.10', '3.11'],
+                'read': '2026-12-06',
+            },
         },
         '2.1.0': {
             'variants': ['cu118', 'cu121'],
@@ -112,6 +124,12 @@ RELEASE_DATA = {
             'torchaudio': '2.1.0',
             'wheel': 'torch-2.1.0-cp38-cp38-manylinux1_x86_64.whl',
             'uploaded': '2023-10-04',
+            'python': {
+                'versions': ['3.8', '3.9', '3.10', '3.11'],
+                'requires_python': '>=3.8.0',
+                'wheel_tags': ['3.8', '3.9', '3.10', '3.11'],
+                'read': '2026-12-06',
+            },
         },
         '2.1.1': {
             'variants': ['cu118', 'cu121'],
@@ -125,6 +143,12 @@ RELEASE_DATA = {
             'torchaudio': '2.1.1',
             'wheel': 'torch-2.1.1-cp38-cp38-manylinux1_x86_64.whl',
             'uploaded': '2023-11-15',
+            'python': {
+                'versions': ['3.8', '3.9', '3.10', '3.11'],
+                'requires_python': '>=3.8.0',
+                'wheel_tags': ['3.8', '3.9', '3.10', '3.11'],
+                'read': '2026-12-06',
+            },
         },
         '2.1.2': {
             'variants': ['cu118', 'cu121'],
@@ -138,6 +162,12 @@ RELEASE_DATA = {
             'torchaudio': '2.1.2',
             'wheel': 'torch-2.1.2-cp38-cp38-manylinux1_x86_64.whl',
             'uploaded': '2023-12-14',
+            'python': {
+                'versions': ['3.8', '3.9', '3.10', '3.11'],
+                'requires_python': '>=3.8.0',
+                'wheel_tags': ['3.8', '3.9', '3.10', '3.11'],
+                'read': '2026-12-06',
+            },
         },
         '2.2.0': {
             'variants': ['cu118', 'cu121'],
@@ -151,6 +181,12 @@ RELEASE_DATA = {
             'torchaudio': '2.2.0',
             'wheel': 'torch-2.2.0-cp38-cp38-manylinux1_x86_64.whl',
             'uploaded': '2024-01-30',
+            'python': {
+                'versions': ['3.8', '3.9', '3.10', '3.11', '3.12'],
+                'requires_python': '>=3.8.0',
+                'wheel_tags': ['3.8', '3.9', '3.10', '3.11', '3.12'],
+                'read': '2026-12-06',
+            },
         },
         '2.2.1': {
             'variants': ['cu118', 'cu121'],
@@ -164,6 +200,12 @@ RELEASE_DATA = {
             'torchaudio': '2.2.1',
             'wheel': 'torch-2.2.1-cp38-cp38-manylinux1_x86_64.whl',
             'uploaded': '2024-02-22',
+            'python': {
+                'versions': ['3.8', '3.9', '3.10', '3.11', '3.12'],
+                'requires_python': '>=3.8.0',
+                'wheel_tags': ['3.8', '3.9', '3.10', '3.11', '3.12'],
+                'read': '2026-12-06',
+            },
         },
         '2.2.2': {
             'variants': ['cu118', 'cu121'],
@@ -177,6 +219,12 @@ RELEASE_DATA = {
             'torchaudio': '2.2.2',
             'wheel': 'torch-2.2.2-cp38-cp38-manylinux1_x86_64.whl',
             'uploaded': '2024-03-27',
+            'python': {
+                'versions': ['3.8', '3.9', '3.10', '3.11', '3.12'],
+                'requires_python': '>=3.8.0',
+                'wheel_tags': ['3.8', '3.9', '3.10', '3.11', '3.12'],
+                'read': '2026-12-06',
+            },
         },
         '2.3.0': {
             'variants': ['cu118', 'cu121'],
@@ -190,6 +238,12 @@ RELEASE_DATA = {
             'torchaudio': '2.3.0',
             'wheel': 'torch-2.3.0-cp38-cp38-manylinux1_x86_64.whl',
             'uploaded': '2024-04-24',
+            'python': {
+                'versions': ['3.8', '3.9', '3.10', '3.11', '3.12'],
+                'requires_python': '>=3.8.0',
+                'wheel_tags': ['3.8', '3.9', '3.10', '3.11', '3.12'],
+                'read': '2026-12-06',
+            },
         },
         '2.3.1': {
             'variants': ['cu118', 'cu121'],
@@ -203,6 +257,12 @@ RELEASE_DATA = {
             'torchaudio': '2.3.1',
             'wheel': 'torch-2.3.1-cp38-cp38-manylinux1_x86_64.whl',
             'uploaded': '2024-06-05',
+            'python': {
+                'versions': ['3.8', '3.9', '3.10', '3.11', '3.12'],
+                'requires_python': '>=3.8.0',
+                'wheel_tags': ['3.8', '3.9', '3.10', '3.11', '3.12'],
+                'read': '2026-12-06',
+            },
         },
         '2.4.0': {
             'variants': ['cu118', 'cu121', 'cu124'],
@@ -216,6 +276,12 @@ RELEASE_DATA = {
             'torchaudio': '2.4.0',
             'wheel': 'torch-2.4.0-cp38-cp38-manylinux1_x86_64.whl',
             'uploaded': '2024-07-24',
+            'python': {
+                'versions': ['3.8', '3.9', '3.10', '3.11', '3.12'],
+                'requires_python': '>=3.8.0',
+                'wheel_tags': ['3.8', '3.9', '3.10', '3.11', '3.12'],
+                'read': '2026-12-06',
+            },
         },
         '2.4.1': {
             'variants': ['cu118', 'cu121', 'cu124'],
@@ -229,6 +295,12 @@ RELEASE_DATA = {
             'torchaudio': '2.4.1',
             'wheel': 'torch-2.4.1-cp38-cp38-manylinux1_x86_64.whl',
             'uploaded': '2024-09-04',
+            'python': {
+                'versions': ['3.8', '3.9', '3.10', '3.11', '3.12'],
+                'requires_python': '>=3.8.0',
+                'wheel_tags': ['3.8', '3.9', '3.10', '3.11', '3.12'],
+                'read': '2026-12-06',
+            },
         },
         '2.5.0': {
             'variants': ['cu118', 'cu121', 'cu124'],
@@ -242,6 +314,12 @@ RELEASE_DATA = {
             'torchaudio': '2.5.0',
             'wheel': 'torch-2.5.0-cp39-cp39-manylinux1_x86_64.whl',
             'uploaded': '2024-10-17',
+            'python': {
+                'versions': ['3.9', '3.10', '3.11', '3.12', '3.13'],
+                'requires_python': '>=3.8.0',
+                'wheel_tags': ['3.9', '3.10', '3.11', '3.12', '3.13'],
+                'read': '2026-12-06',
+            },
         },
         '2.5.1': {
             'variants': ['cu118', 'cu121', 'cu124'],
@@ -255,6 +333,12 @@ RELEASE_DATA = {
             'torchaudio': '2.5.1',
             'wheel': 'torch-2.5.1-cp39-cp39-manylinux1_x86_64.whl',
             'uploaded': '2024-10-29',
+            'python': {
+                'versions': ['3.9', '3.10', '3.11', '3.12', '3.13'],
+                'requires_python': '>=3.8.0',
+                'wheel_tags': ['3.9', '3.10', '3.11', '3.12', '3.13'],
+                'read': '2026-12-06',
+            },
         },
         '2.6.0': {
             'variants': ['cu118', 'cu124', 'cu126'],
@@ -268,6 +352,12 @@ RELEASE_DATA = {
             'torchaudio': '2.6.0',
             'wheel': 'torch-2.6.0-cp39-cp39-manylinux1_x86_64.whl',
             'uploaded': '2025-01-29',
+            'python': {
+                'versions': ['3.9', '3.10', '3.11', '3.12', '3.13'],
+                'requires_python': '>=3.9.0',
+                'wheel_tags': ['3.9', '3.10', '3.11', '3.12', '3.13'],
+                'read': '2026-12-06',
+            },
         },
         '2.7.0': {
             'variants': ['cu118', 'cu126', 'cu128'],
@@ -281,6 +371,12 @@ RELEASE_DATA = {
             'torchaudio': '2.7.0',
             'wheel': 'torch-2.7.0-cp39-cp39-manylinux_2_28_x86_64.whl',
             'uploaded': '2025-04-23',
+            'python': {
+                'versions': ['3.9', '3.10', '3.11', '3.12', '3.13'],
+                'requires_python': '>=3.9.0',
+                'wheel_tags': ['3.9', '3.10', '3.11', '3.12', '3.13'],
+                'read': '2026-12-06',
+            },
         },
         '2.7.1': {
             'variants': ['cu118', 'cu126', 'cu128'],
@@ -294,6 +390,12 @@ RELEASE_DATA = {
             'torchaudio': '2.7.1',
             'wheel': 'torch-2.7.1-cp39-cp39-manylinux_2_28_x86_64.whl',
             'uploaded': '2025-06-04',
+            'python': {
+                'versions': ['3.9', '3.10', '3.11', '3.12', '3.13'],
+                'requires_python': '>=3.9.0',
+                'wheel_tags': ['3.9', '3.10', '3.11', '3.12', '3.13'],
+                'read': '2026-12-06',
+            },
         },
         '2.8.0': {
             'variants': ['cu126', 'cu128', 'cu129'],
@@ -307,6 +409,12 @@ RELEASE_DATA = {
             'torchaudio': '2.8.0',
             'wheel': 'torch-2.8.0-cp39-cp39-manylinux_2_28_x86_64.whl',
             'uploaded': '2025-08-06',
+            'python': {
+                'versions': ['3.9', '3.10', '3.11', '3.12', '3.13'],
+                'requires_python': '>=3.9.0',
+                'wheel_tags': ['3.9', '3.10', '3.11', '3.12', '3.13'],
+                'read': '2026-12-06',
+            },
         },
         '2.9.0': {
             'variants': ['cu126', 'cu128', 'cu130'],
@@ -320,6 +428,12 @@ RELEASE_DATA = {
             'torchaudio': '2.9.0',
             'wheel': 'torch-2.9.0-cp310-cp310-manylinux_2_28_x86_64.whl',
             'uploaded': '2025-10-15',
+            'python': {
+                'versions': ['3.10', '3.11', '3.12', '3.13', '3.14'],
+                'requires_python': '>=3.10',
+                'wheel_tags': ['3.10', '3.11', '3.12', '3.13', '3.14'],
+                'read': '2026-12-06',
+            },
         },
         '2.9.1': {
             'variants': ['cu126', 'cu128', 'cu130'],
@@ -333,6 +447,12 @@ RELEASE_DATA = {
             'torchaudio': '2.9.1',
             'wheel': 'torch-2.9.1-cp310-cp310-manylinux_2_28_x86_64.whl',
             'uploaded': '2025-11-12',
+            'python': {
+                'versions': ['3.10', '3.11', '3.12', '3.13', '3.14'],
+                'requires_python': '>=3.10',
+                'wheel_tags': ['3.10', '3.11', '3.12', '3.13', '3.14'],
+                'read': '2026-12-06',
+            },
         },
         '2.10.0': {
             'variants': ['cu126', 'cu128', 'cu130'],
@@ -346,6 +466,12 @@ RELEASE_DATA = {
             'torchaudio': '2.10.0',
             'wheel': 'torch-2.10.0-3-cp310-cp310-manylinux_2_28_x86_64.whl',
             'uploaded': '2026-03-11',
+            'python': {
+                'versions': ['3.10', '3.11', '3.12', '3.13', '3.14'],
+                'requires_python': '>=3.10',
+                'wheel_tags': ['3.10', '3.11', '3.12', '3.13', '3.14'],
+                'read': '2026-12-06',
+            },
         },
         '2.11.0': {
             'variants': ['cu126', 'cu128', 'cu130'],
@@ -359,6 +485,12 @@ RELEASE_DATA = {
             'torchaudio': '2.11.1',
             'wheel': 'torch-2.11.0-cp310-cp310-manylinux_2_28_x86_64.whl',
             'uploaded': '2026-03-23',
+            'python': {
+                'versions': ['3.10', '3.11', '3.12', '3.13', '3.14'],
+                'requires_python': '>=3.10',
+                'wheel_tags': ['3.10', '3.11', '3.12', '3.13', '3.14'],
+                'read': '2026-12-06',
+            },
         },
         '2.12.0': {
             'variants': ['cu126', 'cu130', 'cu132'],
@@ -372,6 +504,12 @@ RELEASE_DATA = {
             'torchaudio': '',
             'wheel': 'torch-2.12.0-cp310-cp310-manylinux_2_28_x86_64.whl',
             'uploaded': '2026-05-13',
+            'python': {
+                'versions': ['3.10', '3.11', '3.12', '3.13', '3.14'],
+                'requires_python': '>=3.10',
+                'wheel_tags': ['3.10', '3.11', '3.12', '3.13', '3.14'],
+                'read': '2026-12-06',
+            },
         },
         '2.12.1': {
             'variants': ['cu126', 'cu130', 'cu132'],
@@ -385,6 +523,12 @@ RELEASE_DATA = {
             'torchaudio': '',
             'wheel': 'torch-2.12.1-cp310-cp310-manylinux_2_28_x86_64.whl',
             'uploaded': '2026-06-17',
+            'python': {
+                'versions': ['3.10', '3.11', '3.12', '3.13', '3.14'],
+                'requires_python': '>=3.10',
+                'wheel_tags': ['3.10', '3.11', '3.12', '3.13', '3.14'],
+                'read': '2026-12-06',
+            },
         },
         '2.13.0': {
             'variants': ['cu126', 'cu130', 'cu132'],
@@ -398,6 +542,12 @@ RELEASE_DATA = {
             'torchaudio': '',
             'wheel': 'torch-2.13.0-cp310-cp310-manylinux_2_28_x86_64.whl',
             'uploaded': '2026-07-08',
+            'python': {
+                'versions': ['3.10', '3.11', '3.12', '3.13', '3.14'],
+                'requires_python': '>=3.10',
+                'wheel_tags': ['3.10', '3.11', '3.12', '3.13', '3.14'],
+                'read': '2026-12-06',
+            },
         },
         '2.14.0': {
             'variants': ['cu126', 'cu130', 'cu132', 'cu134'],
@@ -411,6 +561,12 @@ RELEASE_DATA = {
             'torchaudio': '',
             'wheel': 'torch-2.14.0-cp310-cp310-manylinux_2_28_x86_64.whl',
             'uploaded': '2026-09-02',
+            'python': {
+                'versions': ['3.10', '3.11', '3.12', '3.13', '3.14'],
+                'requires_python': '>=3.10',
+                'wheel_tags': ['3.10', '3.11', '3.12', '3.13', '3.14'],
+                'read': '2026-12-06',
+            },
         },
         '2.14.1': {
             'variants': ['cu130'],
@@ -424,6 +580,12 @@ RELEASE_DATA = {
             'torchaudio': '',
             'wheel': 'torch-2.14.1-cp310-cp310-manylinux_2_28_x86_64.whl',
             'uploaded': '2026-09-30',
+            'python': {
+                'versions': ['3.10', '3.11', '3.12', '3.13', '3.14'],
+                'requires_python': '>=3.10',
+                'wheel_tags': ['3.10', '3.11', '3.12', '3.13', '3.14'],
+                'read': '2026-12-06',
+            },
         },
         '2.15.0': {
             'variants': ['cu132'],
@@ -437,6 +599,12 @@ RELEASE_DATA = {
             'torchaudio': '',
             'wheel': 'torch-2.15.0-cp311-cp311-manylinux_2_28_x86_64.whl',
             'uploaded': '2026-10-28',
+            'python': {
+                'versions': ['3.11', '3.12', '3.13', '3.14', '3.15'],
+                'requires_python': '>=3.11',
+                'wheel_tags': ['3.11', '3.12', '3.13', '3.14', '3.15'],
+                'read': '2026-12-06',
+            },
         },
     },
     'nccl_wheels': {
