@@ -13,7 +13,7 @@ from ansible_collections.gpufleet.cluster.plugins.module_utils import compat_dat
 from ansible_collections.gpufleet.cluster.plugins.module_utils import compat_facts as facts
 from ansible_collections.gpufleet.cluster.plugins.module_utils.gpu_models import MODELS, lookup_model
 
-KINDS = {"apt_unversioned", "cuda_release", "cuda_minor_floor", "cuda_nccl", "cc_first_cuda", "cc_last_cuda", "arch_last_branch",
+KINDS = {"os_python", "apt_unversioned", "cuda_release", "cuda_minor_floor", "cuda_nccl", "cc_first_cuda", "cc_last_cuda", "arch_last_branch",
          "branch", "branch_max_cuda", "branch_releases", "driver_release", "branch_recommended", "gpu_cc",
          "gpu_min_driver", "repo", "repo_cuda", "repo_branch", "nvlink_subnet_manager", "imex_domain"}
 
@@ -125,5 +125,5 @@ def test_new_operating_systems_have_their_repository(os_id, distro):
 
 def test_eol_is_judged_against_the_tables_review_date():
     # R595 ends in March 2027: supported on the review date; R535 (June 2026) and R610 (August 2026) ended.
-    assert facts.AS_OF == "2026-12-05"
+    assert facts.AS_OF == "2026-12-06"
     assert [b for b, e in data.DRIVER_BRANCHES.items() if not e["eol"]] == ["580", "595", "620"]
