@@ -4,7 +4,10 @@
 """`gpufleet plan`: what the stack would install, and why, before any node is touched (issue 34).
 
 The plan is the solver's (plugins/module_utils/stack_solver.py, the one the stack playbook runs), for an
-OS and GPUs named on the command line: no node, no inventory, no network. It prints, per node group, each
+OS and GPUs named on the command line: no node, no network. With ``-i INVENTORY`` each host of gpu_nodes
+brings its own ``gpufleet_stack_request`` (hosts with the same request and OS form one group), and with
+``--facts-cache DIR`` (Ansible's jsonfile fact cache) its own OS and architecture; the GPUs are named
+with --gpu either way (a facts cache holds no GPU models). It prints, per node group, each
 choice (CUDA, driver branch, torch and its wheel variant, the OS's Python, NCCL) with the reason the solver
 gives for it, what it refused and why, and its warnings, in 80 columns; ``--json`` prints the plan
 documents themselves (PLAN_CONTRACT.md). A request the solver refuses exits 2, the configuration-error
@@ -14,11 +17,15 @@ exit, with the rule id in brackets (``[TORCH_NO_WHEEL_FOR_PYTHON] ...``) and the
 from __future__ import annotations
 
 import argparse
-import json
-import sys
 import functools
+import json
+import subprocess
+import sys
 import textwrap
+from pathlib import Path
 
+# What the stack playbook plans when the inventory sets no request (playbooks/tasks/gpu_stack_plan.yml).
+DEFAULT_REQUEST = {"torch": "2.8.0"}
 WIDTH = 80
 LABEL = 15  # label column, then the value; reasons indented under the value
 EXIT_PLANNED = 0
@@ -37,8 +44,10 @@ EPILOG = ("Exit codes: 0 a plan; 2 the request is refused (the rule in brackets,
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--os", required=True, help="the nodes' OS: ubuntu22.04, ubuntu24.04, debian12, rhel9 "
-                        "(Rocky and AlmaLinux: rhel9), ...")
+    parser.add_argument("--os", help="the nodes' OS: ubuntu22.04, ubuntu24.04, debian12, rhel9 (Rocky and "
+                        "AlmaLinux: rhel9), ...; with --facts-cache, each host's own")
+    parser.add_argument("-i", "--inventory", help="read each gpu_nodes host's gpufleet_stack_request from it")
+    parser.add_argument("--facts-cache", help="Ansible's jsonfile fact cache directory: each host's OS and arch")
     parser.add_argument("--gpu", required=True, action="append",
                         help="a GPU model as nvidia-smi names it, or a compute capability (9.0); repeat for mixed nodes")
     parser.add_argument("--gpu-count", type=int, default=1, help="GPUs per node (default 1)")
@@ -61,6 +70,78 @@ def request_from(args: argparse.Namespace) -> dict:
     if args.nvswitch:
         request["nvswitch"] = True
     return request
+
+
+class PlanInputError(ValueError):
+    """The command line or the inventory cannot give a request to plan."""
+
+
+def inventory_hosts(inventory: str, group: str = "gpu_nodes") -> dict:
+    """{host: its variables} of the group, as ansible-inventory reads them (group_vars, host_vars)."""
+    binary = Path(sys.executable).parent / "ansible-inventory"
+    try:
+        proc = subprocess.run([str(binary), "-i", inventory, "--list"], capture_output=True, text=True, timeout=300,
+                              check=False)
+    except (OSError, subprocess.SubprocessError) as exc:
+        raise PlanInputError("cannot run ansible-inventory on %s: %s" % (inventory, exc)) from exc
+    if proc.returncode != 0:
+        raise PlanInputError("ansible-inventory -i %s failed: %s" % (inventory, proc.stderr.strip()[-800:]))
+    listing = json.loads(proc.stdout)
+    hosts = _group_hosts(listing, group)
+    if not hosts:
+        raise PlanInputError("the inventory %s has no host in %s (its groups: %s)" % (
+            inventory, group, ", ".join(sorted(k for k in listing if k != "_meta"))))
+    hostvars = listing.get("_meta", {}).get("hostvars", {})
+    return {h: hostvars.get(h, {}) for h in hosts}
+
+
+def _group_hosts(listing: dict, group: str) -> list:
+    entry = listing.get(group, {})
+    hosts = list(entry.get("hosts", []))
+    for child in entry.get("children", []):
+        hosts += [h for h in _group_hosts(listing, child) if h not in hosts]
+    return hosts
+
+
+def cached_os(facts_cache: str, host: str) -> tuple:
+    """(os key as the stack playbook builds it, architecture) from a host's jsonfile fact cache entry."""
+    path = Path(facts_cache) / host
+    try:
+        facts = json.loads(path.read_text())
+    except (OSError, ValueError) as exc:
+        raise PlanInputError("no readable fact cache entry for %s at %s (%s): gather facts into the cache "
+                             "(fact_caching = jsonfile) or give --os" % (host, path, exc)) from exc
+    facts = facts.get("ansible_facts", facts)
+
+    def get(name):  # the jsonfile cache keeps the ansible_ prefix; a facts dump may not
+        return facts.get("ansible_" + name, facts.get(name, ""))
+
+    if get("distribution") == "Ubuntu":
+        os_key = "ubuntu" + str(get("distribution_version"))
+    elif get("os_family") == "RedHat":
+        os_key = "rhel" + str(get("distribution_major_version"))
+    else:
+        os_key = str(get("distribution")).lower() + str(get("distribution_major_version"))
+    return os_key, get("architecture") or "x86_64"
+
+
+def groups_from(args: argparse.Namespace) -> list:
+    """[(group name, request)]: the command line's request, or one per distinct (request, OS) of the inventory.
+    From an inventory, the command line's --cuda/--torch/... fill only what a host's request leaves out."""
+    if not args.inventory:
+        if not args.os:
+            raise PlanInputError("--os is needed (or -i INVENTORY with --facts-cache DIR)")
+        return [("command line", request_from(args))]
+    grouped = {}
+    for host, hostvars in inventory_hosts(args.inventory).items():
+        os_key, arch = cached_os(args.facts_cache, host) if args.facts_cache else (args.os, args.arch)
+        if not os_key:
+            raise PlanInputError("no OS for %s: give --os or --facts-cache" % host)
+        request = dict(request_from(args), **dict(hostvars.get("gpufleet_stack_request") or DEFAULT_REQUEST))
+        request.update(os=os_key, arch=arch, gpus=request_from(args)["gpus"])
+        grouped.setdefault(json.dumps(request, sort_keys=True), []).append(host)
+    return [("%d host%s: %s" % (len(hosts), "" if len(hosts) == 1 else "s", ", ".join(hosts)), json.loads(key))
+            for key, hosts in grouped.items()]
 
 
 def _solver():
@@ -149,8 +230,11 @@ def render(groups: list[dict]) -> str:
 
 
 def main(args: argparse.Namespace, _argv: list[str]) -> int:
-    request = request_from(args)
-    groups = [plan_group("command line", request)]
+    try:
+        groups = [plan_group(name, request) for name, request in groups_from(args)]
+    except PlanInputError as exc:
+        sys.stderr.write("\n".join(_wrap("gpufleet plan: %s" % exc, WIDTH)) + "\n")
+        return EXIT_CONFIGURATION
     refused = [g for g in groups if "refused" in g]
     if args.json:
         sys.stdout.write(json.dumps({"groups": groups}, indent=1, sort_keys=True) + "\n")

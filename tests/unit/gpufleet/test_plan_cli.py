@@ -80,3 +80,57 @@ def test_the_command_is_listed_in_help(capsys):
     with pytest.raises(SystemExit):
         cli.main(["--help"])
     assert "plan" in capsys.readouterr().out
+
+
+# ---------------------------------------------------------------- from an inventory and a facts cache
+
+
+def write_inventory(tmp_path, host_requests, facts):
+    """gpu_nodes with a group request ({torch: none}) and per-host requests; a jsonfile fact cache."""
+    hosts = {h: ({"gpufleet_stack_request": r} if r else {}) for h, r in host_requests.items()}
+    inventory = tmp_path / "hosts.yml"
+    inventory.write_text(json.dumps({"all": {"children": {"gpu_nodes": {
+        "hosts": hosts, "vars": {"gpufleet_stack_request": {"cuda": "13.0", "torch": "none"}}}}}}))
+    cache = tmp_path / "facts"
+    cache.mkdir()
+    for host, (distribution, version) in facts.items():
+        (cache / host).write_text(json.dumps({
+            "ansible_distribution": distribution, "ansible_distribution_version": version,
+            "ansible_distribution_major_version": version.split(".")[0],
+            "ansible_os_family": "Debian" if distribution in ("Ubuntu", "Debian") else "RedHat",
+            "ansible_architecture": "x86_64"}))
+    return inventory, cache
+
+
+def test_the_plan_per_group_of_an_inventory_and_its_facts_cache(tmp_path, capsys):
+    inventory, cache = write_inventory(
+        tmp_path, {"gpu-a": None, "gpu-b": None, "gpu-c": {"cuda": "12.4", "torch": "2.6.0"}},
+        {"gpu-a": ("Ubuntu", "24.04"), "gpu-b": ("Ubuntu", "24.04"), "gpu-c": ("Rocky", "9.4")})
+    code = cli.main(["plan", "-i", str(inventory), "--facts-cache", str(cache), "--gpu", H100, "--json"])
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    groups = {g["name"]: g for g in json.loads(out)["groups"]}
+    assert set(groups) == {"2 hosts: gpu-a, gpu-b", "1 host: gpu-c"}
+    ab, c = groups["2 hosts: gpu-a, gpu-b"]["plan"], groups["1 host: gpu-c"]["plan"]
+    assert (ab["os"], ab["cuda_version"], ab["torch"]) == ("ubuntu24.04", "13.0", None)
+    assert (c["os"], c["cuda_version"], c["torch"]["version"], c["python"]["python"]) == ("rhel9", "12.4", "2.6.0", "3.9")
+
+
+def test_an_inventory_host_whose_torch_misses_its_python_is_refused(tmp_path, capsys):
+    inventory, cache = write_inventory(tmp_path, {"gpu-a": {"torch": "2.1.2"}}, {"gpu-a": ("Ubuntu", "24.04")})
+    code = cli.main(["plan", "-i", str(inventory), "--facts-cache", str(cache), "--gpu", H100])
+    _out, err = capsys.readouterr()
+    assert code == 2
+    assert "1 host: gpu-a: refused" in err and "no wheel for Python 3.12" in " ".join(err.split())
+
+
+def test_a_host_missing_from_the_facts_cache_is_named(tmp_path, capsys):
+    inventory, cache = write_inventory(tmp_path, {"gpu-a": None}, {})
+    code = cli.main(["plan", "-i", str(inventory), "--facts-cache", str(cache), "--gpu", H100])
+    err = " ".join(capsys.readouterr().err.split())
+    assert code == 2 and "no readable fact cache entry for gpu-a" in err and "or give --os" in err
+
+
+def test_without_an_os_nor_an_inventory_the_command_says_what_is_needed(capsys):
+    assert cli.main(["plan", "--gpu", H100]) == 2
+    assert "--os is needed (or -i INVENTORY with --facts-cache DIR)" in capsys.readouterr().err
