@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Callable, NamedTuple
 
 from gpufleet import __version__, console, mirror
+from gpufleet import plan as plan_cmd
 from gpufleet import artifacts as artifacts_mod
 from gpufleet.cancel import Cancelled, SignalGuard
 from gpufleet.cancel import describe as describe_signal
@@ -136,6 +137,8 @@ def _subcommands() -> dict[str, Subcommand]:
                           description=_stage_list(), epilog=EPILOG),
         "mirror": Subcommand("build an offline mirror of what the stack plan installs", mirror.add_arguments,
                              mirror.main, description=mirror.DESCRIPTION, epilog=mirror.EPILOG),
+        "plan": Subcommand("print the stack plan and why, with no node", plan_cmd.add_arguments, plan_cmd.main,
+                           description=plan_cmd.DESCRIPTION, epilog=plan_cmd.EPILOG),
     }
 
 

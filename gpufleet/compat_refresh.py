@@ -170,6 +170,44 @@ def companion_for(snapshot, torch_version):
     return ""
 
 
+# ---------------------------------------------------------------- the Pythons a release installs on
+
+
+def _admits_python(clause, python):
+    """Whether one Requires-Python clause (">=3.9.0", "!=3.3.*", "<3.13") admits Python X.Y (any of its
+    patch releases: "!=3.6.0" leaves 3.6 in)."""
+    match = re.match(r"^\s*(===|==|!=|>=|<=|~=|>|<)\s*([0-9][0-9.]*)(\.\*)?\s*$", clause)
+    if not match:
+        return True
+    op, version, wildcard = match.groups()
+    want, have = version_key(version), version_key(python)[:2]
+    if op in ("==", "==="):
+        return have == want[:2]
+    if op == "!=":
+        return have != want[:2] if (wildcard or len(want) <= 2) else True
+    if op == ">=" or op == "~=":
+        return have >= want[:2]
+    if op == ">":
+        return have > want[:2] or (have == want[:2] and len(want) > 2)
+    if op == "<=":
+        return have <= want[:2]
+    return have < want[:2] or (have == want[:2] and len(want) > 2 and want[2] > 0)
+
+
+def python_range(entry):
+    """The Pythons (X.Y) a release installs on: its Linux x86_64 wheels' CPython tags that its
+    Requires-Python admits (PyPI publishes both; torch 2.5.0 says >=3.8.0 but has no cp38 wheel),
+    with what they were read from and when; None for a snapshot without them."""
+    if "python_tags" not in entry:
+        return None
+    # Files of one release that publish different Requires-Python: a Python any of them admits.
+    alternatives = [[c for c in text.split(",") if c.strip()] for text in entry["requires_python"].split("|")]
+    versions = [p for p in entry["python_tags"]
+                if any(all(_admits_python(c, p) for c in clauses) for clauses in alternatives)]
+    return {"versions": versions, "requires_python": entry["requires_python"], "wheel_tags": entry["python_tags"],
+            "read": entry["python_read"]}
+
+
 # ---------------------------------------------------------------- assembling the data
 
 
@@ -192,6 +230,7 @@ def torch_release(version, entry, snaps):
         "torchaudio": companion_for(snaps["pypi-torchaudio"], version),
         "wheel": entry["wheel"],
         "uploaded": entry["uploaded"],
+        "python": python_range(entry),
     }
 
 

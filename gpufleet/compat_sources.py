@@ -192,6 +192,25 @@ def pick_linux_wheel(files):
     return min(candidates, key=lambda c: c[:3])[3] if candidates else None
 
 
+def python_support(files, read_on):
+    """The Pythons a release installs on (Linux x86_64): the CPython tags of its wheels (cp312; the
+    free-threaded cp313t ABI counts as its cp313) and the Requires-Python PyPI publishes for them,
+    with the date read: {"python_tags": ["3.10", ...], "requires_python": ">=3.10", "python_read": ...}."""
+    tags, requires = set(), set()
+    for entry in files:
+        match = _WHEEL.match(entry["filename"])
+        if not match or entry.get("yanked") or "x86_64" not in match["plat"] or "linux" not in match["plat"]:
+            continue
+        for tag in match["py"].split("."):
+            cpython = re.match(r"^cp(\d)(\d+)$", tag)
+            if cpython:
+                tags.add("%s.%s" % cpython.groups())
+        if entry.get("requires_python"):
+            requires.add(entry["requires_python"])
+    return {"python_tags": sorted(tags, key=_version_key), "requires_python": " | ".join(sorted(requires)),
+            "python_read": read_on}
+
+
 def pypi_release_files(name):
     """{version: [file entries]} of a PyPI project (final releases only), and the URL read."""
     url = "%s/pypi/%s/json" % (PYPI, name)
@@ -229,6 +248,7 @@ def snapshot_metadata(name, keep_version, read_on, note_version=None):
         kept = [r for r in requires_dist(wheel_metadata(wheel, url)) if KEPT_REQUIREMENT.match(r)]
         out[version] = {"wheel": wheel["filename"], "uploaded": (wheel.get("upload_time") or "")[:10],
                         "requires_dist": kept}
+        out[version].update(python_support(releases[version], read_on))
     snapshot = {"source": url, "read": read_on, "releases": out}
     if note_version:
         snapshot["unsupported"] = unsupported

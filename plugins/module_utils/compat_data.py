@@ -22,7 +22,7 @@ try:  # collection import path
     from ansible_collections.gpufleet.cluster.plugins.module_utils.compat_drivers import (  # noqa: F401
         DRIVER_BRANCHES, FABRIC_MANAGER, GPU_MIN_DRIVER, KERNEL_MODULES, LAST_BRANCH_FOR_ARCH)
     from ansible_collections.gpufleet.cluster.plugins.module_utils.compat_torch import (  # noqa: F401
-        TORCH_INDEX_URL, TORCH_RELEASES)
+        OS_PYTHON, TORCH_INDEX_URL, TORCH_RELEASES)
     from ansible_collections.gpufleet.cluster.plugins.module_utils.compat_packages import (  # noqa: F401
         CUDA_REPO_BASE, DCGM_PACKAGES, DRIVER_PACKAGE_GRAPHS, FABRIC_MANAGER_PACKAGES, IMEX_PACKAGES, NVLSM_PACKAGES,
         OS_ALIASES, OS_PACKAGE_NAMES, REPO_ARCHES, REPO_BRANCHES, REPO_CUDA_RANGE, REPO_DISTROS, REPO_PACKAGES_UNVERIFIED, REPO_SOURCE)
@@ -30,7 +30,7 @@ except ImportError:  # pragma: no cover - direct import from the source tree
     from compat_cuda import CC_SUPPORT, CUDA_TOOLKITS, MISSION_CUDA_RANGE, WHEEL_DRIVER_FLOOR  # type: ignore # noqa: F401
     from compat_drivers import (DRIVER_BRANCHES, FABRIC_MANAGER, GPU_MIN_DRIVER,  # type: ignore # noqa: F401
                                 KERNEL_MODULES, LAST_BRANCH_FOR_ARCH)
-    from compat_torch import TORCH_INDEX_URL, TORCH_RELEASES  # type: ignore # noqa: F401
+    from compat_torch import OS_PYTHON, TORCH_INDEX_URL, TORCH_RELEASES  # type: ignore # noqa: F401
     from compat_packages import (CUDA_REPO_BASE, DCGM_PACKAGES, DRIVER_PACKAGE_GRAPHS, FABRIC_MANAGER_PACKAGES,  # type: ignore # noqa: F401
                                  IMEX_PACKAGES, NVLSM_PACKAGES, OS_ALIASES, OS_PACKAGE_NAMES, REPO_ARCHES, REPO_BRANCHES, REPO_CUDA_RANGE,
                                  REPO_DISTROS, REPO_PACKAGES_UNVERIFIED, REPO_SOURCE)
@@ -39,7 +39,7 @@ __all__ = [
     "CC_SUPPORT", "CUDA_TOOLKITS", "MISSION_CUDA_RANGE", "WHEEL_DRIVER_FLOOR",
     "DRIVER_BRANCHES", "FABRIC_MANAGER", "GPU_MIN_DRIVER", "KERNEL_MODULES",
     "LAST_BRANCH_FOR_ARCH",
-    "TORCH_INDEX_URL", "TORCH_RELEASES",
+    "OS_PYTHON", "TORCH_INDEX_URL", "TORCH_RELEASES",
     "CUDA_REPO_BASE", "DCGM_PACKAGES", "DRIVER_PACKAGE_GRAPHS", "FABRIC_MANAGER_PACKAGES", "IMEX_PACKAGES", "NVLSM_PACKAGES",
     "OS_ALIASES", "OS_PACKAGE_NAMES",
     "REPO_ARCHES", "REPO_BRANCHES", "REPO_CUDA_RANGE", "REPO_DISTROS", "REPO_PACKAGES_UNVERIFIED", "REPO_SOURCE",
@@ -66,6 +66,7 @@ RULES = {
     "DRIVER_BRANCH_TOO_OLD_FOR_CUDA": "the driver branch meets Table 3 for the toolkit (or the minor-version floor when driver_compat is minor)",
     "DRIVER_TOO_OLD_FOR_WHEEL": "the driver meets the torch wheel's CUDA minor-version floor",
     "TORCH_NO_WHEEL_FOR_CUDA": "the requested torch wheel variant exists for that torch release",
+    "TORCH_NO_WHEEL_FOR_PYTHON": "the torch release has a wheel for the OS's python3 (PyPI's cp tags and Requires-Python)",
     "TORCH_CUDA_MAJOR_MISMATCH": "the torch wheel's CUDA major equals the toolkit's (unless allow_cuda_major_mismatch)",
     "TORCH_WHEEL_LACKS_CC": "the torch wheel's CUDA is at least the first CUDA for every GPU's compute capability",
     "OPEN_MODULES_NEED_TURING": "open kernel modules only for Turing (7.5) and newer, from R515",

@@ -38,6 +38,7 @@ Kinds:
                      DCGM's epoch 1:)
   kernel_modules     "proprietary_removed_from_branch" -> the first driver branch NVIDIA ships without the
                      proprietary kernel-module flavour
+  os_python          OS id -> the Python X.Y its python3 package installs (what the pytorch role's venv runs)
 """
 
 from __future__ import annotations
@@ -50,6 +51,32 @@ _NVIDIA_DOCS = "https://docs.nvidia.com"
 _DC = _NVIDIA_DOCS + "/datacenter/tesla"
 
 SOURCES = {
+    # ------------------------------------------------------------ each OS's python3 (issue 34)
+    "os-python-ubuntu2004": {
+        "document": "Launchpad, binary package python-is-python3 in ubuntu focal, 3.8.2-4 (it links /usr/bin/python "
+                    "to the release's default python3; stored copy)",
+        "url": "https://launchpad.net/ubuntu/focal/+package/python-is-python3", "read": "2026-12-06"},
+    "os-python-ubuntu2204": {
+        "document": "Ubuntu Packages, jammy (22.04LTS), python3 (source python3-defaults): 3.10.6-1~22.04, 'default "
+                    "python3 version', depends on python3.10 (stored copy)",
+        "url": "https://packages.ubuntu.com/jammy/python3", "read": "2026-12-06"},
+    "os-python-ubuntu2404": {
+        "document": "Ubuntu Packages, noble (24.04LTS), python3 (source python3-defaults): 3.12.3-0ubuntu1, 'default "
+                    "python3 version', depends on python3.12 (stored copy)",
+        "url": "https://packages.ubuntu.com/noble/python3", "read": "2026-12-06"},
+    "os-python-debian12": {
+        "document": "Debian package tracker: python3-defaults 3.11.1-1 migrated to testing, the default python3 that "
+                    "bookworm released with (its python3.11 is 3.11.2-6+deb12u6 on packages.debian.org; stored copies)",
+        "url": "https://tracker.debian.org/news/1414484/python3-defaults-3111-1-migrated-to-testing/",
+        "read": "2026-12-06"},
+    "os-python-rhel9": {
+        "document": "Red Hat Enterprise Linux 9, Installing and using dynamic programming languages, 1.1 'Python "
+                    "versions': Python 3.9 is the default Python implementation in RHEL 9 (python3 in BaseOS), for the "
+                    "whole life cycle; 3.11 and 3.12 are extra AppStream packages; Rocky and AlmaLinux 9 rebuild it "
+                    "(stored copy)",
+        "url": "https://docs.redhat.com/en/documentation/red_hat_enterprise_linux/9/html/installing_and_using_dynamic_"
+               "programming_languages/assembly_introduction-to-python_installing-and-using-dynamic-programming-languages",
+        "read": "2026-12-06"},
     # ------------------------------------------------------------ CUDA release notes
     "cuda-rn-13.2.2": {
         "document": "NVIDIA CUDA Toolkit Release Notes, CUDA 13.2 Update 2 edition: Table 3 'CUDA Toolkit and "
@@ -532,6 +559,11 @@ FACTS = (
     + _rows("dcgm_release", "al2023-relnotes-20260706", [("dnf", "4.6.0-1")])
     + _rows("dcgm_release", "dcgm-apt-epoch", [("apt", "1:4.6.0-1")])
     + _rows("kernel_modules", "driver-guide-620", [("proprietary_removed_from_branch", "620")])
+    + _rows("os_python", "os-python-ubuntu2004", [("ubuntu20.04", "3.8")])
+    + _rows("os_python", "os-python-ubuntu2204", [("ubuntu22.04", "3.10")])
+    + _rows("os_python", "os-python-ubuntu2404", [("ubuntu24.04", "3.12")])
+    + _rows("os_python", "os-python-debian12", [("debian12", "3.11")])
+    + _rows("os_python", "os-python-rhel9", [("rhel9", "3.9")])
 )
 
 

@@ -86,6 +86,12 @@ RELEASE_DATA = {
             'torchaudio': '2.0.1',
             'wheel': 'torch-2.0.0-cp38-cp38-manylinux1_x86_64.whl',
             'uploaded': '2023-03-15',
+            'python': {
+                'versions': ['3.8', '3.9', '3.10', '3.11'],
+                'requires_python': '>=3.8.0',
+                'wheel_tags': ['3.8', '3.9', '3.10', '3.11'],
+                'read': '2026-12-06',
+            },
             'variants_channels': {
                 'matrix-release': ['cu117', 'cu118'],
                 'matrix-test': ['cu117', 'cu118'],
@@ -105,6 +111,12 @@ RELEASE_DATA = {
             'torchaudio': '2.0.2',
             'wheel': 'torch-2.0.1-cp38-cp38-manylinux1_x86_64.whl',
             'uploaded': '2023-05-08',
+            'python': {
+                'versions': ['3.8', '3.9', '3.10', '3.11'],
+                'requires_python': '>=3.8.0',
+                'wheel_tags': ['3.8', '3.9', '3.10', '3.11'],
+                'read': '2026-12-06',
+            },
             'variants_channels': {
                 'matrix-release': ['cu117', 'cu118'],
                 'matrix-test': ['cu117', 'cu118'],
@@ -124,6 +136,12 @@ RELEASE_DATA = {
             'torchaudio': '2.1.0',
             'wheel': 'torch-2.1.0-cp38-cp38-manylinux1_x86_64.whl',
             'uploaded': '2023-10-04',
+            'python': {
+                'versions': ['3.8', '3.9', '3.10', '3.11'],
+                'requires_python': '>=3.8.0',
+                'wheel_tags': ['3.8', '3.9', '3.10', '3.11'],
+                'read': '2026-12-06',
+            },
             'variants_channels': {
                 'matrix-release': ['cu118', 'cu121'],
                 'matrix-test': ['cu118', 'cu121'],
@@ -143,6 +161,12 @@ RELEASE_DATA = {
             'torchaudio': '2.1.1',
             'wheel': 'torch-2.1.1-cp38-cp38-manylinux1_x86_64.whl',
             'uploaded': '2023-11-15',
+            'python': {
+                'versions': ['3.8', '3.9', '3.10', '3.11'],
+                'requires_python': '>=3.8.0',
+                'wheel_tags': ['3.8', '3.9', '3.10', '3.11'],
+                'read': '2026-12-06',
+            },
             'variants_channels': {
                 'matrix-release': ['cu118', 'cu121'],
                 'matrix-test': ['cu118', 'cu121'],
@@ -162,6 +186,12 @@ RELEASE_DATA = {
             'torchaudio': '2.1.2',
             'wheel': 'torch-2.1.2-cp38-cp38-manylinux1_x86_64.whl',
             'uploaded': '2023-12-14',
+            'python': {
+                'versions': ['3.8', '3.9', '3.10', '3.11'],
+                'requires_python': '>=3.8.0',
+                'wheel_tags': ['3.8', '3.9', '3.10', '3.11'],
+                'read': '2026-12-06',
+            },
             'variants_channels': {
                 'matrix-release': ['cu118', 'cu121'],
                 'matrix-test': ['cu118', 'cu121'],
@@ -181,6 +211,12 @@ RELEASE_DATA = {
             'torchaudio': '2.2.0',
             'wheel': 'torch-2.2.0-cp38-cp38-manylinux1_x86_64.whl',
             'uploaded': '2024-01-30',
+            'python': {
+                'versions': ['3.8', '3.9', '3.10', '3.11', '3.12'],
+                'requires_python': '>=3.8.0',
+                'wheel_tags': ['3.8', '3.9', '3.10', '3.11', '3.12'],
+                'read': '2026-12-06',
+            },
             'variants_channels': {
                 'matrix-release': ['cu118', 'cu121'],
                 'matrix-test': ['cu118', 'cu121'],
@@ -200,6 +236,12 @@ RELEASE_DATA = {
             'torchaudio': '2.2.1',
             'wheel': 'torch-2.2.1-cp38-cp38-manylinux1_x86_64.whl',
             'uploaded': '2024-02-22',
+            'python': {
+                'versions': ['3.8', '3.9', '3.10', '3.11', '3.12'],
+                'requires_python': '>=3.8.0',
+                'wheel_tags': ['3.8', '3.9', '3.10', '3.11', '3.12'],
+                'read': '2026-12-06',
+            },
             'variants_channels': {
                 'matrix-release': ['cu118', 'cu121'],
                 'matrix-test': ['cu118', 'cu121'],
@@ -219,6 +261,12 @@ RELEASE_DATA = {
             'torchaudio': '2.2.2',
             'wheel': 'torch-2.2.2-cp38-cp38-manylinux1_x86_64.whl',
             'uploaded': '2024-03-27',
+            'python': {
+                'versions': ['3.8', '3.9', '3.10', '3.11', '3.12'],
+                'requires_python': '>=3.8.0',
+                'wheel_tags': ['3.8', '3.9', '3.10', '3.11', '3.12'],
+                'read': '2026-12-06',
+            },
             'variants_channels': {
                 'matrix-release': ['cu118', 'cu121'],
                 'pypi-default': ['cu121'],
@@ -237,6 +285,12 @@ RELEASE_DATA = {
             'torchaudio': '2.3.0',
             'wheel': 'torch-2.3.0-cp38-cp38-manylinux1_x86_64.whl',
             'uploaded': '2024-04-24',
+            'python': {
+                'versions': ['3.8', '3.9', '3.10', '3.11', '3.12'],
+                'requires_python': '>=3.8.0',
+                'wheel_tags': ['3.8', '3.9', '3.10', '3.11', '3.12'],
+                'read': '2026-12-06',
+            },
             'variants_channels': {
                 'matrix-release': ['cu118', 'cu121'],
                 'matrix-test': ['cu118', 'cu121'],
@@ -256,6 +310,12 @@ RELEASE_DATA = {
             'torchaudio': '2.3.1',
             'wheel': 'torch-2.3.1-cp38-cp38-manylinux1_x86_64.whl',
             'uploaded': '2024-06-05',
+            'python': {
+                'versions': ['3.8', '3.9', '3.10', '3.11', '3.12'],
+                'requires_python': '>=3.8.0',
+                'wheel_tags': ['3.8', '3.9', '3.10', '3.11', '3.12'],
+                'read': '2026-12-06',
+            },
             'variants_channels': {
                 'matrix-release': ['cu118', 'cu121'],
                 'matrix-test': ['cu118', 'cu121'],
@@ -275,6 +335,12 @@ RELEASE_DATA = {
             'torchaudio': '2.4.0',
             'wheel': 'torch-2.4.0-cp38-cp38-manylinux1_x86_64.whl',
             'uploaded': '2024-07-24',
+            'python': {
+                'versions': ['3.8', '3.9', '3.10', '3.11', '3.12'],
+                'requires_python': '>=3.8.0',
+                'wheel_tags': ['3.8', '3.9', '3.10', '3.11', '3.12'],
+                'read': '2026-12-06',
+            },
             'variants_channels': {
                 'matrix-release': ['cu118', 'cu121', 'cu124'],
                 'matrix-test': ['cu118', 'cu121', 'cu124'],
@@ -294,6 +360,12 @@ RELEASE_DATA = {
             'torchaudio': '2.4.1',
             'wheel': 'torch-2.4.1-cp38-cp38-manylinux1_x86_64.whl',
             'uploaded': '2024-09-04',
+            'python': {
+                'versions': ['3.8', '3.9', '3.10', '3.11', '3.12'],
+                'requires_python': '>=3.8.0',
+                'wheel_tags': ['3.8', '3.9', '3.10', '3.11', '3.12'],
+                'read': '2026-12-06',
+            },
             'variants_channels': {
                 'matrix-release': ['cu118', 'cu121', 'cu124'],
                 'matrix-test': ['cu118', 'cu121', 'cu124'],
@@ -313,6 +385,12 @@ RELEASE_DATA = {
             'torchaudio': '2.5.0',
             'wheel': 'torch-2.5.0-cp39-cp39-manylinux1_x86_64.whl',
             'uploaded': '2024-10-17',
+            'python': {
+                'versions': ['3.9', '3.10', '3.11', '3.12', '3.13'],
+                'requires_python': '>=3.8.0',
+                'wheel_tags': ['3.9', '3.10', '3.11', '3.12', '3.13'],
+                'read': '2026-12-06',
+            },
             'variants_channels': {
                 'matrix-release': ['cu118', 'cu121', 'cu124'],
                 'matrix-test': ['cu118', 'cu121', 'cu124'],
@@ -332,6 +410,12 @@ RELEASE_DATA = {
             'torchaudio': '2.5.1',
             'wheel': 'torch-2.5.1-cp39-cp39-manylinux1_x86_64.whl',
             'uploaded': '2024-10-29',
+            'python': {
+                'versions': ['3.9', '3.10', '3.11', '3.12', '3.13'],
+                'requires_python': '>=3.8.0',
+                'wheel_tags': ['3.9', '3.10', '3.11', '3.12', '3.13'],
+                'read': '2026-12-06',
+            },
             'variants_channels': {
                 'matrix-release': ['cu118', 'cu121', 'cu124'],
                 'matrix-test': ['cu118', 'cu121', 'cu124'],
@@ -351,6 +435,12 @@ RELEASE_DATA = {
             'torchaudio': '2.6.0',
             'wheel': 'torch-2.6.0-cp39-cp39-manylinux1_x86_64.whl',
             'uploaded': '2025-01-29',
+            'python': {
+                'versions': ['3.9', '3.10', '3.11', '3.12', '3.13'],
+                'requires_python': '>=3.9.0',
+                'wheel_tags': ['3.9', '3.10', '3.11', '3.12', '3.13'],
+                'read': '2026-12-06',
+            },
             'variants_channels': {
                 'matrix-release': ['cu118', 'cu124', 'cu126'],
                 'matrix-test': ['cu118', 'cu124', 'cu126'],
@@ -370,6 +460,12 @@ RELEASE_DATA = {
             'torchaudio': '2.7.0',
             'wheel': 'torch-2.7.0-cp39-cp39-manylinux_2_28_x86_64.whl',
             'uploaded': '2025-04-23',
+            'python': {
+                'versions': ['3.9', '3.10', '3.11', '3.12', '3.13'],
+                'requires_python': '>=3.9.0',
+                'wheel_tags': ['3.9', '3.10', '3.11', '3.12', '3.13'],
+                'read': '2026-12-06',
+            },
             'variants_channels': {
                 'matrix-release': ['cu118', 'cu126', 'cu128'],
                 'matrix-test': ['cu118', 'cu126', 'cu128'],
@@ -389,6 +485,12 @@ RELEASE_DATA = {
             'torchaudio': '2.7.1',
             'wheel': 'torch-2.7.1-cp39-cp39-manylinux_2_28_x86_64.whl',
             'uploaded': '2025-06-04',
+            'python': {
+                'versions': ['3.9', '3.10', '3.11', '3.12', '3.13'],
+                'requires_python': '>=3.9.0',
+                'wheel_tags': ['3.9', '3.10', '3.11', '3.12', '3.13'],
+                'read': '2026-12-06',
+            },
             'variants_channels': {
                 'matrix-release': ['cu118', 'cu126', 'cu128'],
                 'matrix-test': ['cu118', 'cu126', 'cu128'],
@@ -408,6 +510,12 @@ RELEASE_DATA = {
             'torchaudio': '2.8.0',
             'wheel': 'torch-2.8.0-cp39-cp39-manylinux_2_28_x86_64.whl',
             'uploaded': '2025-08-06',
+            'python': {
+                'versions': ['3.9', '3.10', '3.11', '3.12', '3.13'],
+                'requires_python': '>=3.9.0',
+                'wheel_tags': ['3.9', '3.10', '3.11', '3.12', '3.13'],
+                'read': '2026-12-06',
+            },
             'variants_channels': {
                 'matrix-release': ['cu126', 'cu128', 'cu129'],
                 'matrix-test': ['cu126', 'cu128', 'cu129'],
@@ -427,6 +535,12 @@ RELEASE_DATA = {
             'torchaudio': '2.9.0',
             'wheel': 'torch-2.9.0-cp310-cp310-manylinux_2_28_x86_64.whl',
             'uploaded': '2025-10-15',
+            'python': {
+                'versions': ['3.10', '3.11', '3.12', '3.13', '3.14'],
+                'requires_python': '>=3.10',
+                'wheel_tags': ['3.10', '3.11', '3.12', '3.13', '3.14'],
+                'read': '2026-12-06',
+            },
             'variants_channels': {
                 'matrix-release': ['cu126', 'cu128', 'cu130'],
                 'matrix-test': ['cu126', 'cu128', 'cu130'],
@@ -446,6 +560,12 @@ RELEASE_DATA = {
             'torchaudio': '2.9.1',
             'wheel': 'torch-2.9.1-cp310-cp310-manylinux_2_28_x86_64.whl',
             'uploaded': '2025-11-12',
+            'python': {
+                'versions': ['3.10', '3.11', '3.12', '3.13', '3.14'],
+                'requires_python': '>=3.10',
+                'wheel_tags': ['3.10', '3.11', '3.12', '3.13', '3.14'],
+                'read': '2026-12-06',
+            },
             'variants_channels': {
                 'matrix-release': ['cu126', 'cu128', 'cu130'],
                 'matrix-test': ['cu126', 'cu128', 'cu130'],
@@ -465,6 +585,12 @@ RELEASE_DATA = {
             'torchaudio': '2.10.0',
             'wheel': 'torch-2.10.0-3-cp310-cp310-manylinux_2_28_x86_64.whl',
             'uploaded': '2026-03-11',
+            'python': {
+                'versions': ['3.10', '3.11', '3.12', '3.13', '3.14'],
+                'requires_python': '>=3.10',
+                'wheel_tags': ['3.10', '3.11', '3.12', '3.13', '3.14'],
+                'read': '2026-12-06',
+            },
             'variants_channels': {
                 'matrix-release': ['cu126', 'cu128', 'cu130'],
                 'matrix-test': ['cu126', 'cu128', 'cu130'],
@@ -484,6 +610,12 @@ RELEASE_DATA = {
             'torchaudio': '2.11.1',
             'wheel': 'torch-2.11.0-cp310-cp310-manylinux_2_28_x86_64.whl',
             'uploaded': '2026-03-23',
+            'python': {
+                'versions': ['3.10', '3.11', '3.12', '3.13', '3.14'],
+                'requires_python': '>=3.10',
+                'wheel_tags': ['3.10', '3.11', '3.12', '3.13', '3.14'],
+                'read': '2026-12-06',
+            },
             'variants_channels': {
                 'matrix-release': ['cu126', 'cu128', 'cu130'],
                 'matrix-test': ['cu126', 'cu130', 'cu132'],
@@ -503,6 +635,12 @@ RELEASE_DATA = {
             'torchaudio': '',
             'wheel': 'torch-2.12.0-cp310-cp310-manylinux_2_28_x86_64.whl',
             'uploaded': '2026-05-13',
+            'python': {
+                'versions': ['3.10', '3.11', '3.12', '3.13', '3.14'],
+                'requires_python': '>=3.10',
+                'wheel_tags': ['3.10', '3.11', '3.12', '3.13', '3.14'],
+                'read': '2026-12-06',
+            },
             'variants_channels': {
                 'matrix-release': ['cu126', 'cu130', 'cu132'],
                 'matrix-test': ['cu126', 'cu130', 'cu132'],
@@ -522,6 +660,12 @@ RELEASE_DATA = {
             'torchaudio': '',
             'wheel': 'torch-2.12.1-cp310-cp310-manylinux_2_28_x86_64.whl',
             'uploaded': '2026-06-17',
+            'python': {
+                'versions': ['3.10', '3.11', '3.12', '3.13', '3.14'],
+                'requires_python': '>=3.10',
+                'wheel_tags': ['3.10', '3.11', '3.12', '3.13', '3.14'],
+                'read': '2026-12-06',
+            },
             'variants_channels': {
                 'matrix-release': ['cu126', 'cu130', 'cu132'],
                 'matrix-test': ['cu126', 'cu130', 'cu132'],
@@ -541,6 +685,12 @@ RELEASE_DATA = {
             'torchaudio': '',
             'wheel': 'torch-2.13.0-cp310-cp310-manylinux_2_28_x86_64.whl',
             'uploaded': '2026-07-08',
+            'python': {
+                'versions': ['3.10', '3.11', '3.12', '3.13', '3.14'],
+                'requires_python': '>=3.10',
+                'wheel_tags': ['3.10', '3.11', '3.12', '3.13', '3.14'],
+                'read': '2026-12-06',
+            },
             'variants_channels': {
                 'matrix-release': ['cu126', 'cu130', 'cu132'],
                 'matrix-test': ['cu126', 'cu130', 'cu132'],
@@ -560,6 +710,12 @@ RELEASE_DATA = {
             'torchaudio': '',
             'wheel': 'torch-2.14.0-cp310-cp310-manylinux_2_28_x86_64.whl',
             'uploaded': '2026-09-02',
+            'python': {
+                'versions': ['3.10', '3.11', '3.12', '3.13', '3.14'],
+                'requires_python': '>=3.10',
+                'wheel_tags': ['3.10', '3.11', '3.12', '3.13', '3.14'],
+                'read': '2026-12-06',
+            },
             'variants_channels': {
                 'matrix-test': ['cu126', 'cu130', 'cu132', 'cu134'],
                 'pypi-default': ['cu130'],
@@ -578,6 +734,12 @@ RELEASE_DATA = {
             'torchaudio': '',
             'wheel': 'torch-2.14.1-cp310-cp310-manylinux_2_28_x86_64.whl',
             'uploaded': '2026-09-30',
+            'python': {
+                'versions': ['3.10', '3.11', '3.12', '3.13', '3.14'],
+                'requires_python': '>=3.10',
+                'wheel_tags': ['3.10', '3.11', '3.12', '3.13', '3.14'],
+                'read': '2026-12-06',
+            },
             'variants_channels': {
                 'pypi-default': ['cu130'],
             },
@@ -595,6 +757,12 @@ RELEASE_DATA = {
             'torchaudio': '',
             'wheel': 'torch-2.15.0-cp311-cp311-manylinux_2_28_x86_64.whl',
             'uploaded': '2026-10-28',
+            'python': {
+                'versions': ['3.11', '3.12', '3.13', '3.14', '3.15'],
+                'requires_python': '>=3.11',
+                'wheel_tags': ['3.11', '3.12', '3.13', '3.14', '3.15'],
+                'read': '2026-12-06',
+            },
             'variants_channels': {
                 'pypi-default': ['cu132'],
             },

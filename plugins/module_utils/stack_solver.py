@@ -358,6 +358,10 @@ class Request(object):
         self.os_key, self.distro = fields["os_key"], fields["distro"]
         self.family, self.graph, self.arch = fields["family"], fields["graph"], fields["arch"]
         self.torch, self.pinned = fields["torch"], fields["pinned"]   # "2.1.2" (or None), "cu118" (or None)
+        self.torch_declined = fields.get("torch_declined", False)    # torch: none asked for no PyTorch
+        self.python = os_python(self.os_key)                            # {"python", "source"} or None
+        self.reasons = {}                                              # choice -> why (the plan's "reasons")
+        self.refused = []                                              # "what: why not", for the plan's reader
         self.allow_mismatch = fields["allow_mismatch"]
         self.compat = fields["compat"]             # "full" or "minor"
         self.branch = fields["branch"]             # the named branch ("535") or None
@@ -372,7 +376,7 @@ class Request(object):
     def but(self, **changes):
         """A copy with some fields changed (to try alternatives)."""
         out = Request.__new__(Request)
-        out.__dict__.update(self.__dict__, warnings=[])
+        out.__dict__.update(self.__dict__, warnings=[], reasons={}, refused=[])
         out.__dict__.update(changes)
         return out
 
@@ -387,7 +391,24 @@ def _check_request(request):
     return gpus or []
 
 
+# What `torch:` says to plan no PyTorch at all (YAML's none, null, false or an empty string).
+NO_TORCH = ("none", "no", "false", "")
+
+
+def torch_declined(request):
+    """True when the request names torch and asks for none: ``torch: none`` (or null, false, "")."""
+    if "torch" not in request:
+        return False
+    value = request["torch"]
+    return value is None or value is False or (isinstance(value, str) and value.strip().lower() in NO_TORCH)
+
+
 def _resolve_torch_pin(request):
+    if torch_declined(request):
+        if request.get("torch_variant") not in (None, ""):
+            raise StackError("BAD_REQUEST", "torch_variant %s was given with torch: none; drop torch_variant, or name "
+                                            "a torch release." % (request["torch_variant"],))
+        return None, None
     torch_key, pinned = resolve_torch(request.get("torch"))
     if request.get("torch_variant") not in (None, ""):
         tv = str(request["torch_variant"]).strip().lower()
@@ -433,6 +454,7 @@ def resolve_request(request):
     models, ccs, nvswitch, gpu_warnings = resolve_gpus(gpus_in, request)
     return Request(request, models=models, ccs=ccs, nvswitch=nvswitch, os_key=os_key, distro=distro, family=family,
                    graph=graph, arch=repo_arch, torch=torch_key, pinned=pinned, allow_mismatch=allow_mismatch,
+                   torch_declined=torch_declined(request),
                    compat=compat, branch=_resolve_branch(request.get("driver_branch")),
                    warnings=warnings + gpu_warnings)
 
@@ -532,6 +554,30 @@ def gpu_min_driver(models):
     return best
 
 
+def os_python(os_key):
+    """{"python": X.Y of the OS's python3, "source": citation} (compat_facts ``os_python``), or None."""
+    return _data.OS_PYTHON.get(os_key)
+
+
+@functools.lru_cache(maxsize=None)
+def _distro_python(distro):
+    return next((os_python(k)["python"] for k, v in _data.REPO_DISTROS.items() if v[0] == distro and os_python(k)),
+                None)
+
+
+def torch_pythons(torch_key):
+    """The Pythons (X.Y) torch_key's Linux x86_64 wheels install on (PyPI's cp tags that Requires-Python
+    admits), or None where the data has no such list."""
+    python = _data.TORCH_RELEASES[torch_key].get("python")
+    return python["versions"] if python else None
+
+
+def torch_installs_on(torch_key, python):
+    """False only when both are known and torch_key has no wheel for that Python."""
+    versions = torch_pythons(torch_key)
+    return python is None or versions is None or python in versions
+
+
 def choose_variant(torch_key, cuda_key, pinned=None, allow_mismatch=False):
     """Return (variant, warnings) or raise StackError."""
     variants = _data.TORCH_RELEASES[torch_key]["variants"]
@@ -618,7 +664,9 @@ def choose_cuda(ctx):
     if ctx.raw.get("cuda") in (None, ""):
         cuda_key, note = default_cuda(ctx.ccs, ctx.distro, ctx.torch, ctx.allow_mismatch)
         ctx.warnings.append(note)
+        ctx.reasons["cuda"] = note.split("; ", 1)[1]
         return cuda_key, cuda_key
+    ctx.reasons["cuda"] = "named in the request"
     return resolve_cuda(ctx.raw.get("cuda"))
 
 
@@ -678,6 +726,8 @@ def check_nccl(ctx, cuda_key):
 
 def plan_toolkit(ctx, cuda_key, cuda_release):
     """The toolkit-specific part of a plan (rules, NCCL, wheel, floors), checked; one per toolkit."""
+    if ctx.torch is not None:  # a torch the OS's python3 cannot install is refused first: no toolkit changes that
+        check_torch_python(ctx, cuda_key)
     check_hardware(ctx, cuda_key)
     check_repository(ctx, cuda_key)
     check_nccl(ctx, cuda_key)
@@ -695,8 +745,11 @@ def plan_toolkit(ctx, cuda_key, cuda_release):
 
 
 def plan_wheel(ctx, cuda_key):
-    if ctx.torch is None:
-        ctx.warnings.append("no torch requested; the plan has no PyTorch wheel")
+    if ctx.torch is None and ctx.torch_declined:
+        ctx.reasons["torch"] = "not requested (torch: none): no PyTorch is installed"
+        ctx.warnings.append("no torch requested (torch: none); the plan has no PyTorch wheel")
+        return None
+    if ctx.torch is None and not default_torch(ctx, cuda_key):
         return None
     try:
         variant, warnings = choose_variant(ctx.torch, cuda_key, ctx.pinned, ctx.allow_mismatch)
@@ -705,11 +758,88 @@ def plan_wheel(ctx, cuda_key):
     ctx.warnings.extend(warnings)
     check_wheel_covers_gpus(ctx, variant, cuda_key)
     plan = plan_torch(ctx.torch, variant, cuda_key, ctx.allow_mismatch)
+    plan["python"] = ctx.python["python"] if ctx.python else None
+    plan["python_versions"] = torch_pythons(ctx.torch)
+    ctx.reasons.setdefault("torch", "named in the request")
+    ctx.reasons["variant"] = _variant_reason(variant, cuda_key, ctx.pinned)
     for companion in ("torchvision", "torchaudio"):
         if not plan[companion]:
             ctx.warnings.append("no %s release on PyPI goes with torch %s (none pins it); the plan installs none"
                                 % (companion, ctx.torch))
     return plan
+
+
+def _variant_reason(variant, cuda_key, pinned):
+    if pinned:
+        return "named in the request"
+    vc = _fmt_mm(_variant_cuda(variant))
+    if vc == cuda_key:
+        return "built for the toolkit's CUDA %s" % cuda_key
+    if _variant_cuda(variant) < _mm(cuda_key):
+        return "the newest wheel of CUDA %s at or below the toolkit's %s" % (vc.split(".")[0], cuda_key)
+    return "the oldest wheel of CUDA %s above the toolkit's %s (minor-version compatibility)" % (
+        vc.split(".")[0], cuda_key)
+
+
+def torch_fits(ctx, torch_key, cuda_key):
+    """Whether torch_key installs with this toolkit, GPUs and OS Python without a refusal."""
+    if not torch_installs_on(torch_key, ctx.python and ctx.python["python"]):
+        return False
+    try:
+        variant = choose_variant(torch_key, cuda_key, None, ctx.allow_mismatch)[0]
+    except StackError:
+        return False
+    vc = _fmt_mm(_variant_cuda(variant))
+    return not any((cc_cuda_problem(cc, vc) or ("",))[0] == "CC_NEEDS_NEWER_CUDA" for cc in ctx.ccs)
+
+
+def default_torch(ctx, cuda_key):
+    """A request that names no torch gets the newest release with a wheel for the toolkit's CUDA major,
+    the GPUs and the OS's Python; none fits: no PyTorch, and the plan says why. Sets ctx.torch."""
+    fitting = [t for t in _TORCH_KEYS if torch_fits(ctx, t, cuda_key)]
+    python = ctx.python["python"] if ctx.python else None
+    newer = [t for t in _TORCH_KEYS if not fitting or vkey(t) > vkey(fitting[-1])]
+    for t in newer[::-1][:3]:
+        ctx.refused.append("torch %s: %s" % (t, "no wheel for Python %s (it has %s)" % (
+            python, ", ".join(torch_pythons(t))) if not torch_installs_on(t, python)
+            else "no wheel for CUDA %d and these GPUs" % _mm(cuda_key)[0]))
+    if not fitting:
+        ctx.reasons["torch"] = ("none planned: no torch release in the data has a wheel for CUDA %d%s and these GPUs"
+                                % (_mm(cuda_key)[0], " and Python %s" % python if python else ""))
+        ctx.warnings.append("torch not given, and " + ctx.reasons["torch"][len("none planned: "):] +
+                            "; the plan has no PyTorch wheel (name torch: none to say so)")
+        return False
+    ctx.torch = fitting[-1]
+    ctx.reasons["torch"] = ("not named; torch %s, the newest release with a wheel for CUDA %d%s" % (
+        ctx.torch, _mm(cuda_key)[0], " and %s's Python %s" % (ctx.os_key, python) if python else ""))
+    ctx.warnings.append("torch not given; planned " + ctx.reasons["torch"].split("; ", 1)[1] +
+                        " (torch: none installs no PyTorch)")
+    return True
+
+
+def check_torch_python(ctx, cuda_key):
+    """TORCH_NO_WHEEL_FOR_PYTHON: the torch release has a wheel for the OS's python3 (the venv's)."""
+    if ctx.python is None:
+        ctx.warnings.append("the Python of %s is not in the compatibility data; torch %s's wheels (Python %s) "
+                            "were not checked against it" % (ctx.os_key, ctx.torch,
+                                                             ", ".join(torch_pythons(ctx.torch) or ["unknown"])))
+        return
+    python = ctx.python["python"]
+    if torch_installs_on(ctx.torch, python):
+        return
+    # torch releases that solve with this toolkit (and every other rule); else the nearest (cuda, torch) pairs
+    works = [t for t in _TORCH_KEYS if quick_ok(cuda_key, t, ctx.fit())][::-1]
+    if works:
+        alts = [{"torch": t} for t in works[:3]]
+        offer = "torch %s (releases that install there with CUDA %s)" % (", ".join(works[:6]), cuda_key)
+    else:
+        alts = alternatives(ctx)
+        offer = "; ".join(format_alternative(a) for a in alts) or "none with this hardware in the data"
+    raise StackError(
+        "TORCH_NO_WHEEL_FOR_PYTHON",
+        "torch %s has no wheel for Python %s, the python3 of %s (its wheels are for Python %s; PyPI's files and "
+        "Requires-Python). Requests that work: %s; or torch: none." % (
+            ctx.torch, python, ctx.os_key, ", ".join(torch_pythons(ctx.torch)), offer), alts)
 
 
 def plan_torch(torch_key, variant, cuda_key, allow_mismatch):
@@ -789,6 +919,13 @@ def default_branch(ctx, floors):
             if not branch_drops(b, ctx.models) and branch_best_version(b, floors["minimum"])]
     carried = _data.REPO_BRANCHES.get(ctx.distro) or []
     seen = [b for b in fits if b in carried]
+    chosen = (seen or fits or [None])[-1]
+    ctx.reasons["driver_branch"] = ("not named; %s, the newest supported long-term or production branch that runs "
+                                    "these GPUs, reaches driver %s%s" % (
+                                        _branch_label(chosen), floors["minimum"],
+                                        " and is seen in NVIDIA's %s repository" % ctx.distro if seen else "")
+                                    if chosen else "")
+    ctx.refused.extend(_refused_branches(ctx, floors, chosen, carried))
     if seen:
         return seen[-1]
     if fits:
@@ -798,6 +935,22 @@ def default_branch(ctx, floors):
                                 _branch_label(fits[-1])))
         return fits[-1]
     _raise_no_supported_branch(ctx, floors)
+
+
+def _refused_branches(ctx, floors, chosen, carried):
+    """Why each supported branch newer than the chosen one was not taken (for the plan's reader)."""
+    out = []
+    for b in supported_branches():
+        if chosen and int(b) <= int(chosen):
+            continue
+        if branch_drops(b, ctx.models):
+            why = "does not run %s" % _gpu_label(branch_drops(b, ctx.models)[0][0])
+        elif not branch_best_version(b, floors["minimum"]):
+            why = "has no release >= %s" % floors["minimum"]
+        else:
+            why = "not seen in NVIDIA's %s repository" % ctx.distro if b not in carried else "not taken"
+        out.append("driver branch R%s: %s" % (b, why))
+    return out
 
 
 def _raise_no_supported_branch(ctx, floors):
@@ -820,6 +973,7 @@ def choose_branch(ctx, floors, cuda_key, torch_plan):
     branch = ctx.branch
     if branch is None:
         return default_branch(ctx, floors)
+    ctx.reasons["driver_branch"] = "named in the request"
     dropped = branch_drops(branch, ctx.models)
     if dropped:
         g, last = dropped[0]
@@ -1085,7 +1239,8 @@ RULES_CHECKED = ["UNKNOWN_TORCH", "UNSUPPORTED_OS", "UNKNOWN_GPU", "NO_CUDA_FOR_
                  "TORCH_CUDA_MAJOR_MISMATCH", "TORCH_WHEEL_LACKS_CC", "NO_SUPPORTED_BRANCH", "BRANCH_DROPPED_GPU",
                  "DRIVER_BRANCH_TOO_OLD_FOR_CUDA", "DRIVER_TOO_OLD_FOR_WHEEL", "DRIVER_TOO_OLD_FOR_GPU",
                  "OPEN_MODULES_NEED_TURING", "OPEN_MODULES_REQUIRED", "PROPRIETARY_MODULES_REMOVED", "NCCL_MATCHES_CUDA",
-                 "FABRIC_MANAGER_MATCHES_DRIVER", "NVLINK5_NEEDS_NVLSM", "MNNVL_NEEDS_IMEX", "DCGM_MATCHES_CUDA"]
+                 "FABRIC_MANAGER_MATCHES_DRIVER", "NVLINK5_NEEDS_NVLSM", "MNNVL_NEEDS_IMEX", "DCGM_MATCHES_CUDA",
+                 "TORCH_NO_WHEEL_FOR_PYTHON"]
 
 
 def solve(request):
@@ -1125,7 +1280,7 @@ def solve_side_by_side(request):
     older = []
     for key, value in keys[:-1]:
         fixed = dict(request, cuda=value, driver_branch=newest["driver_branch"], kernel_modules=newest["kernel_modules"])
-        fixed.pop("torch", None)
+        fixed["torch"] = "none"
         fixed.pop("torch_variant", None)
         try:
             older.append(solve(fixed))
@@ -1170,6 +1325,8 @@ def build_plan(ctx, toolkit, driver, packages, graph):
         "imex_version": recommended if packages["imex"] else None,
         "dcgm_version": dcgm_plan(ctx.family, cuda_key)["version"],
         "torch": toolkit["torch"], "gpus": [dict(g) for g in ctx.models],
+        "python": dict(ctx.python) if ctx.python else None,
+        "reasons": dict(ctx.reasons), "refused": list(ctx.refused),
         "rules_checked": list(RULES_CHECKED), "warnings": ctx.warnings,
     }
     plan["toolkits"] = [_toolkit_entry(plan)]
@@ -1197,6 +1354,8 @@ def quick_ok(cuda_key, torch_key, fit):
     if not hardware_supports(cuda_key, ccs) or not _data.CUDA_TOOLKITS[cuda_key]["nccl"]:
         return False
     variant = None
+    if torch_key is not None and distro is not None and not torch_installs_on(torch_key, _distro_python(distro)):
+        return False
     if torch_key is not None:
         try:
             variant = choose_variant(torch_key, cuda_key, None, allow_mismatch)[0]
@@ -1231,6 +1390,8 @@ def alternatives(ctx, count=3):
             dt = abs(ti - t_idx) if t else 0
             kind = ("torch" if ci == c_want else "cuda" if dt == 0 else "both")
             found.append(((ci != c_want) + (dt != 0), abs(ci - c_want), dt, -ti if t else 0, kind, c, t))
+    if not found and ctx.torch:  # no torch release installs with this hardware and OS: without PyTorch, then
+        return [dict(a, torch="none") for a in alternatives(ctx.but(torch=None, pinned=None), count)]
     found.sort()
     picked = [f for f in (next((f for f in found if f[4] == kind), None) for kind in ("torch", "cuda")) if f]
     picked += [f for f in found if f not in picked][:max(0, count - len(picked))]
@@ -1248,7 +1409,9 @@ def format_alternative(alt):
     if "cuda" not in alt:
         return ", ".join("%s: %s" % kv for kv in sorted(alt.items()))
     text = "cuda %s" % alt["cuda"]
-    if alt.get("torch"):
+    if alt.get("torch") == "none":
+        text += " with torch: none (no torch release has a wheel for these GPUs and this OS's Python)"
+    elif alt.get("torch"):
         text += " with torch %s (%s)" % (alt["torch"], alt["torch_variant"])
     if alt.get("driver_branch"):
         text += " on driver branch %s" % alt["driver_branch"]

@@ -217,3 +217,39 @@ def test_show_lists_the_sourced_table_and_flags_an_end_of_life_the_calendar_pass
     out = capsys.readouterr().out
     assert "sourced table (compat_facts.py):" in out and "read 2026-12-02 to 2026-12-06" in out
     assert "R595's end of life (2027-03) has passed since the table was reviewed (2026-12-06)" in out
+
+
+# ---------------------------------------------------------------- the Pythons each torch installs on (issue 34)
+
+
+@pytest.mark.parametrize("version, pythons, requires", [
+    ("2.1.2", ["3.8", "3.9", "3.10", "3.11"], ">=3.8.0"),        # no cp312 wheel: not on Ubuntu 24.04
+    ("2.5.0", ["3.9", "3.10", "3.11", "3.12", "3.13"], ">=3.8.0"),  # says >=3.8 but ships no cp38 wheel
+    ("2.8.0", ["3.9", "3.10", "3.11", "3.12", "3.13"], ">=3.9.0"),
+    ("2.15.0", ["3.11", "3.12", "3.13", "3.14", "3.15"], ">=3.11"),  # not on Ubuntu 22.04's 3.10
+])
+def test_each_release_names_the_pythons_its_wheels_install_on(version, pythons, requires):
+    entry = compat.shipped_data(REPO)["torch"][version]["python"]
+    assert entry["versions"] == pythons
+    assert entry["requires_python"] == requires
+    assert entry["read"] == "2026-12-06"
+
+
+def test_the_python_range_reads_wheel_tags_and_requires_python():
+    files = [{"filename": "torch-9.0.0-cp310-cp310-manylinux_2_28_x86_64.whl", "requires_python": ">=3.11"},
+             {"filename": "torch-9.0.0-cp311-cp311-manylinux_2_28_x86_64.whl", "requires_python": ">=3.11"},
+             {"filename": "torch-9.0.0-cp313-cp313t-manylinux_2_28_x86_64.whl", "requires_python": ">=3.11"},
+             {"filename": "torch-9.0.0-cp314-cp314-manylinux_2_28_x86_64.whl", "requires_python": ">=3.11",
+              "yanked": True},
+             {"filename": "torch-9.0.0-cp312-none-macosx_11_0_arm64.whl", "requires_python": ">=3.11"}]
+    entry = compat_sources.python_support(files, "2030-01-01")
+    assert entry == {"python_tags": ["3.10", "3.11", "3.13"], "requires_python": ">=3.11", "python_read": "2030-01-01"}
+    assert compat_refresh.python_range(entry)["versions"] == ["3.11", "3.13"]
+
+
+@pytest.mark.parametrize("clause, python, admitted", [
+    (">=3.8.0", "3.8", True), (">=3.9", "3.8", False), ("<3.13", "3.12", True), ("<3.13", "3.13", False),
+    ("!=3.4.*", "3.4", False), ("!=3.6.0", "3.6", True), ("==3.10.*", "3.10", True), ("==3.10.*", "3.11", False),
+])
+def test_requires_python_clauses(clause, python, admitted):
+    assert compat_refresh._admits_python(clause, python) is admitted

@@ -149,3 +149,14 @@ CONVERGED = {"torch": "2.1.2+cu121", "torchvision": "0.16.2+cu121", "torchaudio"
 ])
 def test_pip_runs_only_when_a_pin_is_not_met(held, extra, runs):
     assert pip_runs(held, **extra) is runs
+
+
+def test_a_plan_without_torch_runs_nothing_of_the_role(tmp_path):
+    """torch: none (issue 34): the role gets no version and installs nothing; it says so and ends before its
+    request check (which would refuse an empty version) and before any probe or pip."""
+    result = run_role(tmp_path, pytorch_version="", pytorch_variant="", pytorch_wheel_dir="")
+    assert result.returncode == 0, result.out[-3000:]
+    assert "PyTorch not requested (no torch in the plan); nothing installed" in result.out
+    assert "Check the PyTorch request" not in result.out
+    assert "Read which torch packages the environment holds" not in result.out
+    assert not (tmp_path / "venv").exists()

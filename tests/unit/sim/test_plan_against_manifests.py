@@ -22,16 +22,17 @@ STACK_PLAN = FilterModule().filters()["stack_plan"]
 H100 = ["NVIDIA H100 80GB HBM3"]
 
 CASES = [
-    ("ubuntu22.04", {"torch": "2.1.2"}),                    # the sample inventory's request: R595, CUDA 12.2
+    ("ubuntu22.04", {"torch": "2.8.0"}),                    # the sample inventory's request: R595, CUDA 12.2
     ("ubuntu22.04", {"cuda": "12.2", "torch": "2.1.2"}),
     ("ubuntu22.04", {"cuda": "12.2", "torch": "2.1.2", "kernel_modules": "proprietary"}),
     ("ubuntu22.04", {"cuda": "12.2", "torch": "2.1.2", "driver_branch": "580"}),
     ("ubuntu22.04", {"cuda": "12.4", "torch": "2.4.1", "driver_branch": "550"}),
     ("ubuntu22.04", {"cuda": "12.8", "torch": "2.7.0", "driver_branch": "570"}),
-    ("debian12", {"torch": "2.1.2"}),                       # the sample request: R580, CUDA 12.3
+    ("debian12", {"torch": "2.8.0"}),                       # the sample request: R580, CUDA 12.3
     ("debian12", {"cuda": "12.4", "torch": "2.4.1", "driver_branch": "550"}),
     ("debian12", {"cuda": "12.8", "torch": "2.7.0", "driver_branch": "570"}),
-    ("ubuntu24.04", {"torch": "2.1.2"}),                    # the sample request: R595, CUDA 12.5
+    ("ubuntu24.04", {"torch": "2.8.0"}),                    # the sample request: R595, CUDA 12.5
+    ("ubuntu22.04", {"torch": "2.1.2"}),                    # the sample request before issue 34 (no cp312 wheel)
     ("ubuntu24.04", {"cuda": "13.0", "torch": "2.9.0"}),
     ("ubuntu24.04", {"cuda": "13.2", "torch": "2.12.0", "kernel_modules": "proprietary"}),
 ]

@@ -60,12 +60,20 @@ def render_tables():
       "(now %s) that runs its GPUs, reaches the driver floor and is seen in the OS's repository (Decisions, 4)."
       % ", ".join("R%s (%s)" % (b, d.DRIVER_BRANCHES[b]["type"]) for b in supported_branches()))
     w("\n### PyTorch wheels\n")
-    w("| torch | CUDA variants (download.pytorch.org/whl/<variant>) | default PyPI variant | torchvision | torchaudio | NCCL in the default wheel |")
-    w("|---|---|---|---|---|---|")
+    w("| torch | CUDA variants (download.pytorch.org/whl/<variant>) | default PyPI variant | torchvision | torchaudio | NCCL in the default wheel | Python (wheels' cp tags that Requires-Python admits) |")
+    w("|---|---|---|---|---|---|---|")
     for t in sorted(d.TORCH_RELEASES, key=vkey):
         e = d.TORCH_RELEASES[t]
-        w("| %s | %s | %s | %s | %s | %s |" % (t, ", ".join(e["variants"]), e.get("default_variant") or "not sourced",
-                                               e["torchvision"], e["torchaudio"], e.get("bundled_nccl") or "not recorded"))
+        w("| %s | %s | %s | %s | %s | %s | %s |" % (
+            t, ", ".join(e["variants"]), e.get("default_variant") or "not sourced", e["torchvision"], e["torchaudio"],
+            e.get("bundled_nccl") or "not recorded", ", ".join(e["python"]["versions"]) if e.get("python") else "not read"))
+    w("\n### Each OS's Python (what the torch venv is made from)\n")
+    w("| os | python3 | source |")
+    w("|---|---|---|")
+    for k in sorted(d.REPO_DISTROS):
+        py = d.OS_PYTHON.get(k)
+        w("| %s | %s | %s |" % (k, py["python"] if py else "not sourced: torch's Python not checked",
+                                py["source"] if py else ""))
     w("\n### Repositories and the CUDA releases they carry\n")
     w("| os | repository path | family | CUDA carried | bound sourced | driver branches seen in it |")
     w("|---|---|---|---|---|---|")

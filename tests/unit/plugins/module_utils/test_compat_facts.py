@@ -13,7 +13,7 @@ from ansible_collections.gpufleet.cluster.plugins.module_utils import compat_dat
 from ansible_collections.gpufleet.cluster.plugins.module_utils import compat_facts as facts
 from ansible_collections.gpufleet.cluster.plugins.module_utils.gpu_models import MODELS, lookup_model
 
-KINDS = {"apt_unversioned", "cuda_release", "cuda_minor_floor", "cuda_nccl", "cc_first_cuda", "cc_last_cuda", "arch_last_branch",
+KINDS = {"os_python", "apt_unversioned", "cuda_release", "cuda_minor_floor", "cuda_nccl", "cc_first_cuda", "cc_last_cuda", "arch_last_branch",
          "branch", "branch_max_cuda", "branch_releases", "driver_release", "branch_recommended", "gpu_cc",
          "gpu_min_driver", "repo", "repo_cuda", "repo_branch", "nvlink_subnet_manager", "imex_domain",
          "dcgm_release", "kernel_modules"}

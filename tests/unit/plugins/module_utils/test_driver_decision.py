@@ -30,7 +30,7 @@ def fixture(name: str) -> str:
 
 def role_plan(os_name: str, nvswitch=True, allow_replace=False, keep_unpackaged=False, **request) -> dict:
     """The solver's plan as playbooks/tasks/gpu_stack_roles.yml hands it to the role (roles/nvidia_driver/vars)."""
-    plan = stack_plan({"torch": "2.1.2", **request}, gpus=H100, os=os_name, arch="x86_64", nvswitch=nvswitch)
+    plan = stack_plan({"torch": "2.8.0", **request}, gpus=H100, os=os_name, arch="x86_64", nvswitch=nvswitch)
     dnf = plan["package_family"] == "dnf"
     return {"branch": plan["driver_branch"], "min_version": plan["driver_min_version"],
             "version": plan["driver_recommended_version"], "kernel_modules": plan["kernel_modules"],

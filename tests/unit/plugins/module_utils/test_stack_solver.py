@@ -396,7 +396,9 @@ def check_plan(plan, request):
             assert sup["last_cuda"] is None or vkey(cuda) <= vkey(sup["last_cuda"])
     assert cuda in plan["repository_cuda_releases"]
     t = plan["torch"]
-    if request.get("torch"):
+    if request.get("torch") == "none":  # an alternative without PyTorch (issue 34)
+        assert t is None
+    elif request.get("torch"):
         rel = data.TORCH_RELEASES[t["version"]]
         assert t["variant"] in rel["variants"]
         assert t["index_url"] == "https://download.pytorch.org/whl/" + t["variant"]
@@ -468,6 +470,10 @@ def check_refusal(err, request):
         variants = data.TORCH_RELEASES[torch]["variants"]
         same = [v for v in variants if int(v[2:-1]) == vkey(cuda)[0]]
         assert same and any(vkey("%s.%s" % (v[2:-1], v[-1])) < vkey(sup["first_cuda"]) for v in same)
+    elif err.rule == "TORCH_NO_WHEEL_FOR_PYTHON":
+        python = data.OS_PYTHON[request.get("os") or "ubuntu22.04"]["python"]
+        assert python not in data.TORCH_RELEASES[torch]["python"]["versions"]
+        assert "no wheel for Python %s" % python in msg
     elif err.rule == "REPO_LACKS_CUDA":
         distro = data.REPO_DISTROS[request.get("os") or "ubuntu22.04"][0]
         rng = data.REPO_CUDA_RANGE[distro]
@@ -544,8 +550,10 @@ def test_published_pairs_all_plan():
             cuda = "%s.%s" % (v[2:-1], v[-1])
             if cuda in data.CUDA_TOOLKITS:
                 gpus = ["NVIDIA A100-SXM4-80GB"] + (["NVIDIA B200"] if vkey(cuda) >= (12, 8) else [])
+                # The default OS's python3 (Ubuntu 22.04: 3.10) where the release has a wheel for it, else 24.04's 3.12.
+                os_key = "ubuntu22.04" if "3.10" in rel["python"]["versions"] else "ubuntu24.04"
                 for gpu in gpus:
-                    plan = solve({"gpus": [gpu], "cuda": cuda, "torch": torch})
+                    plan = solve({"gpus": [gpu], "cuda": cuda, "torch": torch, "os": os_key})
                     assert plan["torch"]["variant"] == v
                     assert not math.isnan(float(vkey(plan["driver_recommended_version"])[0]))
                     planned += 1

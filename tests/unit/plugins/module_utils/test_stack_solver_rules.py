@@ -122,7 +122,8 @@ def test_repository_cuda_releases_are_sourced_bounds():
 
 
 def test_ubuntu_24_04_refuses_cuda_before_12_5_with_working_alternatives():
-    request = {"gpus": ["NVIDIA H100 80GB HBM3"], "cuda": "12.2", "torch": "2.1.2", "os": "ubuntu24.04"}
+    # torch 2.4.1 has a wheel for Ubuntu 24.04's Python 3.12 (2.1.2 has none: refused first, issue 34)
+    request = {"gpus": ["NVIDIA H100 80GB HBM3"], "cuda": "12.2", "torch": "2.4.1", "os": "ubuntu24.04"}
     err = refused(request)
     assert err.rule == "REPO_LACKS_CUDA"
     msg = str(err)
@@ -284,7 +285,9 @@ CONTRACT_KEYS = {
 
 @pytest.mark.parametrize("os_in", sorted(data.REPO_DISTROS))
 def test_plan_contract_keys_and_shapes(os_in):
-    plan = solve({"gpus": ["NVIDIA H100 80GB HBM3"], "cuda": "12.6", "torch": "2.7.1", "os": os_in,
+    # torch 2.7.1 has no wheel for Ubuntu 20.04's Python 3.8; 2.4.1 does (TORCH_NO_WHEEL_FOR_PYTHON, issue 34).
+    torch = "2.4.1" if str(os_in).startswith("ubuntu20") else "2.7.1"
+    plan = solve({"gpus": ["NVIDIA H100 80GB HBM3"], "cuda": "12.6", "torch": torch, "os": os_in,
                   "nvswitch": True})
     for key, kind in CONTRACT_KEYS.items():
         assert isinstance(plan[key], kind), key

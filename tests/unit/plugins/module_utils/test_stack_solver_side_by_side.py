@@ -25,7 +25,8 @@ def test_a_list_plans_each_toolkit_with_its_nccl_on_the_newest_ones_driver():
 
 def test_a_toolkit_the_repository_lacks_is_refused_naming_it():
     with pytest.raises(StackError) as info:
-        solve({**H100, "cuda": ["11.8", "12.5"], "os": "ubuntu24.04"})
+        # torch 2.4.1: a release with a wheel for Ubuntu 24.04's Python 3.12 (2.1.2 has none; issue 34)
+        solve({**H100, "torch": "2.4.1", "cuda": ["11.8", "12.5"], "os": "ubuntu24.04"})
     assert info.value.rule == "REPO_LACKS_CUDA"
     assert info.value.args[0].startswith("side-by-side toolkit CUDA 11.8 (beside 12.5): NVIDIA's ubuntu2404 repository does not carry CUDA 11.8")
 
