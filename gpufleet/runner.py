@@ -661,10 +661,11 @@ def _environment(plan: _Plan, claimed: artifacts_mod.ArtifactsDir, baseline_dir:
     return envvars, effective
 
 
-# ansible-core imports cryptography's DSA names (its ssh-agent client); cryptography >= 43 warns about DSA on that
+# ansible-core 2.19 imports cryptography's DSA names (its ssh-agent client); cryptography 51 warns about DSA on that
 # import, in every Ansible process, on every run. Nothing a user can act on, so it is filtered by its message --
-# other deprecations still show -- rather than by pinning cryptography below 43, which would hold back its security
-# fixes. PYTHONWARNINGS reaches ansible-playbook, its workers, ansible-inventory and ansible.
+# other deprecations still show -- rather than by pinning cryptography below 51, which would hold back its security
+# fixes. PYTHONWARNINGS reaches ansible-playbook, its workers, ansible-inventory and ansible (gpufleet.settings
+# filters the same warning in the CLI's own process).
 DSA_WARNING_FILTER = "ignore:DSA is deprecated"
 
 

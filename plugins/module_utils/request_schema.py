@@ -62,10 +62,9 @@ def nearest(word, known, count=NEAREST, cutoff=0.6):
     for name in known:
         by_lower.setdefault(str(name).lower(), str(name))
     lower = str(word).lower()
-    # A known name the word starts with ("cuda_version" -> "cuda") is as near as a misspelling.
-    found = [name for name in sorted(by_lower, key=len, reverse=True) if len(name) >= 3 and lower.startswith(name)]
-    found += [name for name in difflib.get_close_matches(lower, list(by_lower), n=count, cutoff=cutoff)
-              if name not in found]
+    found = difflib.get_close_matches(lower, list(by_lower), n=count, cutoff=cutoff)
+    if not found:  # a known name the word starts with ("cuda_version" -> "cuda") is the next best guess
+        found = [name for name in sorted(by_lower, key=len, reverse=True) if len(name) >= 3 and lower.startswith(name)]
     return [by_lower[name] for name in found[:count]]
 
 
