@@ -135,3 +135,58 @@ def test_a_correct_configuration_reaches_the_nodes(outside):
     assert "[UNKNOWN" not in result.stdout + result.stderr
     assert _node_tasks(artifacts), result.stdout + result.stderr
 
+
+
+@pytest.mark.parametrize("mode", ["warn", "strict"])
+def test_a_request_the_solver_refuses_after_the_facts_exits_2_in_either_mode(outside, mode):
+    """A refusal that needs the nodes' facts (read-only): the solver's rule reaches the user whole, Ansible's
+    wrapper cut off, and warn mode does not pass without a plan. Driver branch 535 is too old for CUDA 12.9 on
+    every OS, so the test does not depend on the machine's."""
+    request = {"cuda": "12.9", "torch": "2.4.1", "driver_branch": "535"}
+    inventory = _inventory(outside / "inv.json", {"gpufleet_stack_request": request, "preflight_mode": mode,
+                                                  "gpufleet_profile": "experiments"})
+    artifacts = outside / "out"
+    result = run_cli(["run", "preflight", "-i", inventory, "--artifacts", artifacts], cwd=outside)
+    output = result.stdout + result.stderr
+    assert result.rc == 2, output
+    assert "Finalization of task args" not in output and "passed" not in result.stdout.splitlines()[-2]
+    summary = result.summary(artifacts)
+    assert summary["reason"].startswith("[DRIVER_BRANCH_TOO_OLD_FOR_CUDA] driver branch 535 runs CUDA up to 12.2")
+    assert summary["ready_nodes"] == []
+    # No node is blamed for the request; a GPU-less test node may still fail its own checks (strict stops it).
+    assert all(summary["nodes"][node]["findings"] for node in summary["failed_nodes"])
+    assert mode == "strict" or summary["failed_nodes"] == []
+
+
+def _failed(host, task, msg, **data):
+    return {"event": "runner_on_failed", "event_data": {"host": host, "task": task, "res": {"msg": msg, **data.pop("res", {})},
+                                                        **data}}
+
+
+@pytest.mark.parametrize(("event", "reason"), [
+    # gpu_stack.yml's plan (a set_fact): Ansible wraps the filter's error.
+    (_failed("n1", "Compute the stack plan", "Task failed: Finalization of task args for 'ansible.builtin.set_fact' "
+             "failed: Error while resolving value for 'gpu_stack_plan': stack_plan: [UNKNOWN_CUDA] CUDA 12.99 is not "
+             "in the compatibility data; known toolkits: 12.4, 12.6."),
+     "[UNKNOWN_CUDA] CUDA 12.99 is not in the compatibility data; known toolkits: 12.4, 12.6."),
+    # A role's argument spec refusing an inventory value.
+    (_failed("n1", "Validating arguments against arg spec 'main'", "Validation of arguments failed:\nvalue of "
+             "pytorch_variant must be one of: cu118, cu121, got: cu999", task_action="ansible.builtin.validate_argument_spec",
+             role="gpufleet.cluster.pytorch",
+             res={"argument_errors": ["value of pytorch_variant must be one of: cu118, cu121, got: cu999"]}),
+     "[BAD_VARIABLE] the pytorch role's variables: value of pytorch_variant must be one of: cu118, cu121, got: cu999"),
+])
+def test_any_stage_maps_a_configuration_failure_to_exit_2_and_blames_no_node(event, reason):
+    from cli_helpers import Out
+
+    from gpufleet.runner import EventTracker, StageRun, classify, failed_hosts
+
+    tracker = EventTracker(out=Out())
+    tracker.handle({"event": "playbook_on_play_start", "event_data": {"play": "Install the planned GPU software stack"}})
+    tracker.handle({"event": "playbook_on_task_start", "event_data": {"task": event["event_data"]["task"]}})
+    tracker.handle(event)
+    tracker.handle({"event": "playbook_on_stats", "event_data": {"failures": {"n1": 1}}})
+    run = StageRun(stage="stack", inventory="inv", artifacts=None, rc=2, tracker=tracker, hosts=["n1"],
+                   duration_s=1.0, runner_status="failed")
+    assert classify(run) == (2, reason)
+    assert failed_hosts(run) == set()
