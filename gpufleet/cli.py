@@ -256,11 +256,16 @@ def write_summary(summary: dict, claimed: artifacts_mod.ArtifactsDir | None, sec
     return None
 
 
-def _broken(stage, inventory, limit, reason, started_at, claimed, secrets) -> int:
+def _broken(stage, inventory, limit, reason, started_at, claimed, secrets, config_errors=()) -> int:
     summary = broken_summary(stage, inventory, limit, reason, started_at,
                              artifacts=claimed.path if claimed is not None else None)
+    summary["config_errors"] = list(config_errors)
     path = write_summary(summary, claimed, secrets)
-    print(scrub_text(f"gpufleet: run broke: {summary['reason']} (summary: {path})", secrets), file=sys.stderr)
+    if config_errors:  # whole, one a line: the reason may be cut
+        print(scrub_text("gpufleet: run broke: " + "\n".join(config_errors) + f"\nsummary: {path}", secrets),
+              file=sys.stderr)
+    else:
+        print(scrub_text(f"gpufleet: run broke: {summary['reason']} (summary: {path})", secrets), file=sys.stderr)
     return EXIT_RUN_BROKEN
 
 
@@ -293,8 +298,8 @@ def _run_claimed(args, claimed: artifacts_mod.ArtifactsDir, started_at: datetime
                              user=args.user, private_key=args.private_key, vault_ids=args.vault_id,
                              vault_password_files=args.vault_password_file)
 
-    def broken(reason: str) -> int:
-        return _broken(args.stage, args.inventory, args.limit, reason, started_at, claimed, secrets)
+    def broken(reason: str, config_errors=()) -> int:
+        return _broken(args.stage, args.inventory, args.limit, reason, started_at, claimed, secrets, config_errors)
 
     try:
         print(console.clip(f"gpufleet: stage {args.stage} on {args.inventory}"
@@ -303,7 +308,7 @@ def _run_claimed(args, claimed: artifacts_mod.ArtifactsDir, started_at: datetime
                         progress_every=args.progress_every, secrets=secrets)
         summary = build_summary(run, args.limit, started_at)
     except RunBroken as exc:
-        return broken(str(exc))
+        return broken(str(exc), getattr(exc, "problems", ()))
     except (KeyboardInterrupt, Cancelled) as exc:
         return broken(f"cancelled by {exc or 'SIGINT'} before ansible-playbook started")
     except Exception as exc:  # the contract: a reason in summary.json and exit 2, never a bare traceback

@@ -66,6 +66,14 @@ class RunBroken(Exception):
     """The run could not be carried out at all (bad input, inventory, missing playbook, runner error)."""
 
 
+class ConfigurationError(RunBroken):
+    """Configuration errors found before ansible-playbook started: `problems`, one `[CODE] ...` line each."""
+
+    def __init__(self, problems: list[str]):
+        super().__init__(" | ".join(problems))
+        self.problems = problems
+
+
 @dataclass
 class AnsibleOptions:
     """ansible-playbook options passed through unchanged."""
@@ -616,6 +624,24 @@ class _Plan:
     stage_playbook: bool = True  # the stage's own playbook (not one a test gave)
 
 
+def _check_extra_config(extra: dict) -> None:
+    """The -e values checked here, before ansible-playbook starts, for every stage: a request the schema refuses
+    or a near-miss of one of gpufleet's variable names (preflight's first play checks the inventory's too)."""
+    from gpufleet.mirror_targets import module_utils
+
+    try:
+        schema = module_utils("request_schema")
+        from ansible_collections.gpufleet.cluster.plugins.filter.preflight_checks import known_variables
+    except Exception:  # no collection: the playbook's own checks remain
+        return
+    plain = _plain(extra)
+    problems = schema.variable_problems(list(plain), known_variables())
+    if "gpufleet_stack_request" in plain:
+        problems += schema.request_problems(plain["gpufleet_stack_request"])
+    if problems:
+        raise ConfigurationError(problems)
+
+
 def _plan(stage: str, inventory: str | Path, options: AnsibleOptions, playbook: Path | None) -> _Plan:
     if stage not in STAGE_PLAYBOOKS:
         raise RunBroken(f"unknown stage {stage!r}; stages: {', '.join(STAGE_PLAYBOOKS)}")
@@ -625,6 +651,7 @@ def _plan(stage: str, inventory: str | Path, options: AnsibleOptions, playbook: 
     elif "," not in inventory:
         raise RunBroken(f"inventory {inventory} does not exist (give a file, a directory or a host list 'a,b,')")
     extra = check_extra_vars(options.extra_vars)
+    _check_extra_config(extra)
     found = collection_mod.locate()
     if playbook is not None:
         target = str(playbook)

@@ -190,3 +190,21 @@ def test_any_stage_maps_a_configuration_failure_to_exit_2_and_blames_no_node(eve
                    duration_s=1.0, runner_status="failed")
     assert classify(run) == (2, reason)
     assert failed_hosts(run) == set()
+
+
+def test_the_cli_checks_extra_vars_itself_before_ansible_starts_for_any_stage(outside):
+    inventory = _inventory(outside / "inv.json")
+    artifacts = outside / "out"
+    result = run_cli(["run", "stack", "-i", inventory, "--artifacts", artifacts,
+                      "-e", '{"gpufleet_stack_request": {"torh": "2.3.0"}}', "-e", "gpufleet_reboot_okay=true"],
+                     cwd=outside)
+    assert result.rc == 2, result.stdout + result.stderr
+    lines = result.stderr.splitlines()
+    assert lines[0] == ("gpufleet: run broke: [UNKNOWN_VARIABLE] variable 'gpufleet_reboot_okay' is not one of "
+                        "gpufleet's and would be ignored; did you mean 'gpufleet_reboot_ok'?")
+    assert lines[1].startswith("[UNKNOWN_REQUEST_KEY] gpufleet_stack_request.torh: unknown request key (did you "
+                               "mean 'torch'?)")
+    summary = result.summary(artifacts)
+    assert summary["config_errors"] == [lines[0][len("gpufleet: run broke: "):], lines[1]]
+    assert [e.split("]")[0] for e in summary["config_errors"]] == ["[UNKNOWN_VARIABLE", "[UNKNOWN_REQUEST_KEY"]
+    assert not (artifacts / "runner" / "job_events").exists()  # ansible-playbook never started
