@@ -10,9 +10,11 @@ would write MANIFEST.json instead) because `gpufleet --version` and ansible-doc 
 Editable installs keep using the clone itself.
 """
 
+import atexit
 import fnmatch
 import os
 import shutil
+import tempfile
 from pathlib import Path
 
 import yaml
@@ -56,4 +58,13 @@ class BuildWithCollection(build_py):
             shutil.copy2(ROOT / rel, target / rel, follow_symlinks=True)
 
 
-setup(cmdclass={"build_py": BuildWithCollection})
+def scratch_options() -> dict:
+    """setuptools writes build/ and gpufleet.egg-info into the source tree by default: a read-only clone (a
+    shared checkout, a package build as another user) could not be installed, and a writable one was left with
+    litter. Both go to a temporary directory of this build process instead, removed when it ends."""
+    scratch = Path(tempfile.mkdtemp(prefix="gpufleet-build-"))
+    atexit.register(shutil.rmtree, scratch, True)
+    return {"build": {"build_base": str(scratch / "build")}, "egg_info": {"egg_base": str(scratch)}}
+
+
+setup(cmdclass={"build_py": BuildWithCollection}, options=scratch_options())

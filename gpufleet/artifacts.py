@@ -6,7 +6,7 @@
 A directory is gpufleet's when it holds the marker file `.gpufleet-artifacts` (written when gpufleet
 made the directory, or found it empty). Only then does gpufleet clear what it wrote last time
 (reports/, runner/); a non-empty directory without the marker is refused, whatever is in it. The
-marker is also the lock: a run holds an exclusive flock on it until its summary is written, so a
+marker is opened without following a link (a link there refuses the directory). It is also the lock: a run holds an exclusive flock on it until its summary is written, so a
 second run on the same directory is refused instead of mixing its reports with the first's.
 """
 
@@ -20,6 +20,7 @@ import shutil
 from datetime import datetime, timezone
 from pathlib import Path
 
+from gpufleet.safe_files import UnsafePath, open_existing, refuse_link
 from gpufleet.safe_files import write_atomically  # noqa: F401 - the one writer, used here and by cli
 
 MARKER = ".gpufleet-artifacts"
@@ -74,6 +75,10 @@ class ArtifactsDir:
 
 
 def _refuse_foreign(path: Path) -> None:
+    try:
+        refuse_link(path / MARKER)  # a planted link is no marker: opening it would truncate what it points to
+    except UnsafePath as exc:
+        raise ArtifactsRefused(f"artifacts directory {path} is refused: {exc}") from None
     if not path.is_dir() or (path / MARKER).is_file():
         return
     entries = sorted(p.name for p in path.iterdir())
@@ -85,7 +90,11 @@ def _refuse_foreign(path: Path) -> None:
 
 
 def _lock(path: Path):
-    handle = open(path / MARKER, "a+", encoding="utf-8")  # pylint: disable=consider-using-with
+    try:  # never through a link, even one planted after _refuse_foreign looked
+        descriptor = open_existing(path / MARKER, os.O_RDWR | os.O_CREAT)
+    except UnsafePath as exc:
+        raise ArtifactsRefused(f"artifacts directory {path} is refused: {exc}") from None
+    handle = os.fdopen(descriptor, "r+", encoding="utf-8")  # pylint: disable=consider-using-with
     try:
         fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
     except OSError as exc:

@@ -16,7 +16,6 @@ import json
 import os
 import re
 import shutil
-import signal
 import sys
 import tempfile
 import textwrap
@@ -26,6 +25,8 @@ from typing import Callable, NamedTuple
 
 from gpufleet import __version__, console, mirror
 from gpufleet import artifacts as artifacts_mod
+from gpufleet.cancel import Cancelled, SignalGuard
+from gpufleet.cancel import describe as describe_signal
 from gpufleet.runner import (DEFAULT_PROGRESS_EVERY_S, EXIT_RUN_BROKEN, STAGE_PLAYBOOKS, STAGES, AnsibleOptions,
                              RunBroken, colour_enabled, run_stage)
 from gpufleet.secrets import scrub_text, secret_values
@@ -45,10 +46,6 @@ class UsageError(Exception):
     def __init__(self, message: str, usage: str):
         super().__init__(message)
         self.usage = usage
-
-
-class Cancelled(Exception):
-    """SIGTERM arrived while no playbook ran (a running playbook is stopped by gpufleet.cancel)."""
 
 
 class _Parser(argparse.ArgumentParser):
@@ -279,10 +276,6 @@ def _claim_or_broken(artifacts: Path | None, stage: str | None, started_at: date
         return None, str(exc)
 
 
-def _on_sigterm(signum, _frame):
-    raise Cancelled(signal.Signals(signum).name)
-
-
 def _run_main(args: argparse.Namespace, _argv: list[str]) -> int:
     started_at, secrets = args.started_at, args.secrets
     claimed, refused = _claim_or_broken(args.artifacts, args.stage, started_at)
@@ -310,7 +303,7 @@ def _run_claimed(args, claimed: artifacts_mod.ArtifactsDir, started_at: datetime
     except RunBroken as exc:
         return broken(str(exc), getattr(exc, "problems", ()))
     except (KeyboardInterrupt, Cancelled) as exc:
-        return broken(f"cancelled by {exc or 'SIGINT'} before ansible-playbook started")
+        return broken(f"cancelled by {describe_signal(str(exc) or 'SIGINT')} before ansible-playbook started")
     except Exception as exc:  # the contract: a reason in summary.json and exit 2, never a bare traceback
         if os.environ.get("GPUFLEET_DEBUG"):
             raise
@@ -338,7 +331,8 @@ def main(argv: list[str] | None = None) -> int:
         return compat_main(argv[1:])
     started_at = datetime.now(timezone.utc)
     secrets = secret_values()
-    previous = signal.signal(signal.SIGTERM, _on_sigterm)
+    signals = SignalGuard()  # SIGINT, SIGTERM, SIGHUP: one policy from here to the exit (gpufleet.cancel)
+    signals.install()
     try:
         try:
             parser = _parser()
@@ -359,7 +353,7 @@ def main(argv: list[str] | None = None) -> int:
         args.started_at, args.secrets = started_at, secrets
         return args.handler(args, argv)
     finally:
-        signal.signal(signal.SIGTERM, previous)
+        signals.restore()
 
 
 if __name__ == "__main__":

@@ -10,8 +10,14 @@ refresh   reads PyPI and PyTorch's build matrix, records trimmed snapshots of wh
           changing nothing.
 show      prints what the data knows, where each part came from and how old it is.
 
+Nothing is written unless every source answered in the expected form and every torch release has
+every field (typed, non-empty); a refresh that would lose releases the data has needs --allow-shrink.
+The snapshots and the data module are written atomically (gpufleet.safe_files), the module only after
+it compiled and read back as the data built.
+
 Exit codes: 0 done (or, with --check, nothing is missing), 1 --check found something missing,
-2 a source could not be read or the arguments are wrong.
+2 a source could not be read or answered something unusable (the message names its address), the
+refresh would lose releases, a file could not be written, or the arguments are wrong.
 """
 
 from __future__ import annotations
@@ -24,7 +30,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from gpufleet import collection, compat_refresh, compat_sources
+from gpufleet import collection, compat_refresh, compat_sources, safe_files
 
 DATA_MODULE = Path("plugins/module_utils/compat_release_data.py")
 FACTS_MODULE = Path("plugins/module_utils/compat_facts.py")
@@ -56,7 +62,12 @@ def shipped_data(root=None):
 
 
 def _is_torch2(version):
-    return compat_refresh.version_key(version)[0] == 2
+    return compat_refresh.version_key(version)[0] in compat_refresh.SUPPORTED_TORCH_MAJORS
+
+
+def _is_newer_than_supported(version):
+    """A torch release of a major newer than the solver supports: reported as seen, not dropped silently."""
+    return compat_refresh.version_key(version)[0] > max(compat_refresh.SUPPORTED_TORCH_MAJORS)
 
 
 def _is_torchvision_for_torch2(version):
@@ -78,7 +89,8 @@ def read_sources(test_infra, read_on):
     snaps = {}
     for name in compat_refresh.PYPI_METADATA:
         print("reading PyPI %s (release list and wheel METADATA)..." % name, file=sys.stderr, flush=True)
-        snaps["pypi-%s" % name] = compat_sources.snapshot_metadata(name, keep[name], read_on)
+        snaps["pypi-%s" % name] = compat_sources.snapshot_metadata(
+            name, keep[name], read_on, note_version=_is_newer_than_supported if name == "torch" else None)
     for name in compat_refresh.PYPI_RELEASE_LISTS:
         snaps["pypi-%s" % name] = compat_sources.snapshot_release_list(name, read_on)
     with tempfile.TemporaryDirectory(prefix="gpufleet-test-infra-") as tmp:
@@ -108,6 +120,8 @@ def missing_from(data, fresh):
             new = [v for v in versions if v not in data[group].get(name, [])]
             if new:
                 out.append("%s %s: %s not in the data" % (group.replace("_", " "), name, ", ".join(new)))
+    if set(fresh.get("torch_not_supported", [])) - set(data.get("torch_not_supported", [])):
+        out.append(compat_refresh.not_supported_line(fresh))
     old = {s["name"]: s for s in data["sources"]}
     for source in fresh["sources"]:
         if source["name"].startswith("github:") and source["how"] != old.get(source["name"], {}).get("how"):
@@ -127,6 +141,7 @@ def cmd_refresh(args):
     else:
         snaps = read_sources(args.test_infra, args.date)
     data = compat_refresh.build_release_data(snaps)
+    seen = compat_refresh.not_supported_line(data)
     if args.check:
         lacking = missing_from(shipped_data(root), data)
         for line in lacking:
@@ -134,13 +149,34 @@ def cmd_refresh(args):
         print("the release data is current" if not lacking else "%d difference(s): run `gpufleet compat refresh` "
               "and review the diff" % len(lacking))
         return EXIT_MISSING if lacking else 0
+    if seen:
+        print(seen)
+    lost = compat_refresh.lost_releases(_previous_data(output), data)
+    if lost and not args.allow_shrink:
+        print("gpufleet compat: refusing to write %s with fewer releases than it has:\n  %s\nif the sources really "
+              "dropped them, run again with --allow-shrink" % (output, "\n  ".join(lost)), file=sys.stderr)
+        return EXIT_BROKEN
+    text = compat_refresh.checked_module_text(data, output)
     if not args.offline:
         Path(snapshots).mkdir(parents=True, exist_ok=True)
         for name, snap in snaps.items():
-            (Path(snapshots) / ("%s.json" % name)).write_text(compat_refresh.dump_snapshot(snap))
-    Path(output).write_text(compat_refresh.render_module(data))
+            safe_files.write_atomically(Path(snapshots) / ("%s.json" % name), compat_refresh.dump_snapshot(snap))
+    safe_files.write_atomically(Path(output), text)
     print("wrote %s (%d torch releases, refreshed %s)" % (output, len(data["torch"]), data["refreshed"]))
     return 0
+
+
+def _previous_data(output):
+    """The data the module being replaced holds ({} when there is none or it does not load: then there
+    is nothing to compare, and the shrink check says nothing)."""
+    if not Path(output).is_file():
+        return {}
+    try:
+        return _load_module(Path(output), "gpufleet_previous_release_data").RELEASE_DATA
+    except Exception as exc:  # noqa: BLE001 - a broken old module is replaced, not a reason to stop
+        print("gpufleet compat: the current %s does not load (%s); it will be replaced" % (output, exc),
+              file=sys.stderr)
+        return {}
 
 
 def _age(date_text, today):
@@ -152,11 +188,13 @@ def show_lines(data, facts, today):
     """What `compat show` prints: the release data with its sources' ages, then the sourced table's."""
     lines = ["release data refreshed %s" % _age(data["refreshed"], today)]
     lines += ["  %-32s read %s  %s" % (s["name"], s["read"], s["url"]) for s in data["sources"]]
+    seen = compat_refresh.not_supported_line(data)
+    lines += [seen] if seen else []
     lines.append("torch releases (variants; default PyPI wheel; bundled NCCL; torchvision; torchaudio):")
     for version, e in data["torch"].items():
-        lines.append("  %-7s %-28s default %-6s nccl %-7s vision %-7s audio %s" % (
+        lines.append("  %-7s %-28s default %-6s nccl %-7s vision %-7s audio %s%s" % (
             version, ",".join(e["variants"]), e["default_variant"], e["bundled_nccl"] or "-",
-            e["torchvision"] or "-", e["torchaudio"] or "-"))
+            e["torchvision"] or "-", e["torchaudio"] or "-", _channel_note(e)))
     if facts is None:
         return lines
     reads = sorted({facts.SOURCES[row[3]]["read"] for row in facts.FACTS})
@@ -171,6 +209,15 @@ def show_lines(data, facts, today):
             lines.append("  R%s's end of life (%s) has passed since the table was reviewed (%s): review "
                          "compat_facts.py" % (branch, value["eol"], facts.AS_OF))
     return lines
+
+
+def _channel_note(entry):
+    """'' when the variant channels read agree; else what was read (compat_refresh.variant_channels)."""
+    check = entry.get("variants_check")
+    if check in (None, "agree"):
+        return ""
+    return "  [variants: %s: %s]" % (check, "; ".join("%s %s" % (k, ",".join(v))
+                                                    for k, v in entry.get("variants_channels", {}).items()))
 
 
 def cmd_show(args):
@@ -199,6 +246,8 @@ def parser():
     refresh.add_argument("--snapshots", type=Path, help="snapshot directory (default tests/fixtures/compat-sources)")
     refresh.add_argument("--output", type=Path, help="data module to write (default %s)" % DATA_MODULE)
     refresh.add_argument("--test-infra", type=Path, help="a pytorch/test-infra clone (default: clone it)")
+    refresh.add_argument("--allow-shrink", action="store_true",
+                         help="write the data even when it has fewer releases than the current one")
     refresh.add_argument("--date", default=datetime.date.today().isoformat(), help="date recorded as read")
     show = sub.add_parser("show", help="print the data, its sources and their age")
     show.add_argument("--today", type=_date, default=datetime.date.today(), help=argparse.SUPPRESS)
@@ -209,6 +258,6 @@ def main(argv=None):
     args = parser().parse_args(argv)
     try:
         return cmd_refresh(args) if args.command == "refresh" else cmd_show(args)
-    except (compat_sources.SourceError, FileNotFoundError) as exc:
+    except (compat_sources.SourceError, compat_refresh.SnapshotError, OSError) as exc:
         print("gpufleet compat: %s" % exc, file=sys.stderr)
         return EXIT_BROKEN

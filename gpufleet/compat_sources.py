@@ -53,7 +53,13 @@ def _open(url, headers=None):
 
 def get_json(url):
     with _open(url, {"Accept": "application/json"}) as response:
-        return json.load(response)
+        body = response.read()
+    try:
+        return json.loads(body)
+    except ValueError:
+        # An error page or a captive portal answers HTML with status 200.
+        raise SourceError("%s answered something that is not JSON (it starts %r); expected PyPI's JSON API answer"
+                          % (url, body[:60])) from None
 
 
 def _get_range(url, start, end=None):
@@ -136,8 +142,17 @@ def wheel_metadata(file_entry, base_url):
     advertised = file_entry.get("core-metadata") or file_entry.get("data-dist-info-metadata")
     if advertised:
         with _open(url + ".metadata") as response:
-            return response.read().decode("utf-8")
-    return wheel_metadata_by_range(url)
+            return checked_metadata(response.read().decode("utf-8", "replace"), url + ".metadata")
+    return checked_metadata(wheel_metadata_by_range(url), url)
+
+
+def checked_metadata(text, url):
+    """The text when it is a wheel's METADATA (core metadata starts with Metadata-Version); an HTML page
+    or an empty answer is a SourceError naming the address."""
+    if not text.lstrip().startswith("Metadata-Version:"):
+        raise SourceError("%s is not a wheel's METADATA (it starts %r); expected 'Metadata-Version: ...'"
+                          % (url, text[:60]))
+    return text
 
 
 def requires_dist(metadata_text):
@@ -180,13 +195,31 @@ def pick_linux_wheel(files):
 def pypi_release_files(name):
     """{version: [file entries]} of a PyPI project (final releases only), and the URL read."""
     url = "%s/pypi/%s/json" % (PYPI, name)
-    return {v: files for v, files in get_json(url)["releases"].items() if _FINAL.match(v)}, url
+    return {v: files for v, files in release_files_of(get_json(url), url).items() if _FINAL.match(v)}, url
 
 
-def snapshot_metadata(name, keep_version, read_on):
-    """Trimmed Requires-Dist of every kept final release's Linux x86_64 wheel."""
+def release_files_of(answer, url):
+    """The ``releases`` mapping of a PyPI JSON API answer, checked: version -> list of file entries,
+    each with a filename; anything else is a SourceError naming the address and what was wrong."""
+    releases = answer.get("releases") if isinstance(answer, dict) else None
+    if not isinstance(releases, dict):
+        raise SourceError("%s: the answer has no 'releases' mapping of version -> files (got %s)"
+                          % (url, type(releases).__name__ if releases is not None else "no 'releases' key"))
+    for version, files in releases.items():
+        if not isinstance(files, list):
+            raise SourceError("%s: release %s lists %r, not a list of files" % (url, version, files))
+        for entry in files:
+            if not isinstance(entry, dict) or not isinstance(entry.get("filename"), str):
+                raise SourceError("%s: a file of release %s has no 'filename' (%r)" % (url, version, entry))
+    return releases
+
+
+def snapshot_metadata(name, keep_version, read_on, note_version=None):
+    """Trimmed Requires-Dist of every kept final release's Linux x86_64 wheel; with note_version, the
+    releases it names (newer than this gpufleet supports) are listed under ``unsupported``, unread."""
     releases, url = pypi_release_files(name)
     out = {}
+    unsupported = [v for v in sorted(releases, key=_version_key) if note_version and note_version(v)]
     for version in sorted(releases, key=_version_key):
         if not keep_version(version):
             continue
@@ -196,7 +229,10 @@ def snapshot_metadata(name, keep_version, read_on):
         kept = [r for r in requires_dist(wheel_metadata(wheel, url)) if KEPT_REQUIREMENT.match(r)]
         out[version] = {"wheel": wheel["filename"], "uploaded": (wheel.get("upload_time") or "")[:10],
                         "requires_dist": kept}
-    return {"source": url, "read": read_on, "releases": out}
+    snapshot = {"source": url, "read": read_on, "releases": out}
+    if note_version:
+        snapshot["unsupported"] = unsupported
+    return snapshot
 
 
 def snapshot_release_list(name, read_on):

@@ -178,7 +178,7 @@ def dcgm_plan_version(plan: dict) -> str:
     version = plan.get("dcgm_version")
     if not isinstance(version, str) or not version:
         raise MirrorError(f"the plan names DCGM packages but its dcgm_version is {version!r}, not a version like "
-                          "'1:4.5.2-1' (apt) or '4.5.2-1' (dnf) (PLAN_CONTRACT.md); give the plan.json preflight "
+                          "'1:4.6.0-1' (apt) or '4.6.0-1' (dnf) (PLAN_CONTRACT.md); give the plan.json preflight "
                           "writes, or -i INVENTORY")
     return version
 

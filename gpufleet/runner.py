@@ -16,9 +16,9 @@ import os
 import re
 import shlex
 import shutil
+import stat
 import subprocess
 import sys
-import tempfile
 import textwrap
 import threading
 import time
@@ -29,7 +29,8 @@ from typing import Callable, TextIO
 from gpufleet import artifacts as artifacts_mod
 from gpufleet import collection as collection_mod
 from gpufleet import console, settings
-from gpufleet.cancel import Cancellation, write_launcher
+from gpufleet.cancel import Cancellation, make_runner_directory, write_launcher
+from gpufleet.cancel import describe as describe_signal
 from gpufleet.secrets import MASK, scrub_text, scrub_tree, secret_values
 
 # The stages in the order `site` runs them: (playbook, what it does in one line).
@@ -569,6 +570,42 @@ def check_extra_vars(items: list[str]) -> dict:
     return merged
 
 
+_FILE_KINDS = ((stat.S_ISFIFO, "a pipe (FIFO)"), (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
+               (stat.S_ISSOCK, "a socket"), (stat.S_ISDIR, "a directory"))
+
+
+def refuse_unbounded_extra_vars_files(items: list[str], cwd: Path) -> None:
+    """Refuses `-e @FILE` where FILE is not a regular file: reading a pipe, /dev/stdin or a device would
+    wait with no bound before anything starts (a missing file is left to Ansible's own message)."""
+    for number, item in enumerate(items, 1):
+        if not item.startswith("@"):
+            continue
+        path = Path(item[1:]).expanduser()
+        try:
+            mode = os.stat(path if path.is_absolute() else cwd / path).st_mode
+        except OSError:
+            continue
+        if not stat.S_ISREG(mode):
+            kind = next((name for test, name in _FILE_KINDS if test(mode)), "not a regular file")
+            raise RunBroken(f"-e argument {number} {item} names {kind}, not a regular file: reading it could wait "
+                            "forever; write the variables to a file and give -e @FILE")
+
+
+# gpufleet_report_dir and each role's <role>_report_dir (preflight_report_dir, smoke_test_report_dir, ...).
+_REPORT_DIR_VARIABLE = re.compile(r"(^|_)report_dir$")
+
+
+def refuse_report_dir_override(extra: dict) -> None:
+    """A run's reports belong under --artifacts, where gpufleet scrubs credentials out of them and counts
+    their findings; an -e report directory would move them where neither happens, so it is refused (a
+    playbook run without gpufleet still takes gpufleet_report_dir)."""
+    moved = sorted(name for name in extra if _REPORT_DIR_VARIABLE.search(str(name)))
+    if moved:
+        raise RunBroken(f"-e {', '.join(moved)} would write the reports outside --artifacts, where gpufleet "
+                        "neither scrubs credentials from them nor counts their findings; leave it out and give "
+                        "--artifacts DIR instead (the reports go to DIR/reports)")
+
+
 def _plain(value):
     """Ansible's parsed values (tagged strings in 2.19) as plain JSON-able data."""
     return json.loads(json.dumps(value, default=str))
@@ -607,6 +644,7 @@ class StageRun:
     ansible_error: str | None = None
     cancelled: str | None = None  # the signal that cancelled the run ("SIGTERM"), None when it was not
     stopped_by: str | None = None  # the last signal the cancel had to send to end Ansible's processes
+    cancelled_late: bool = False  # the cancel came after ansible-playbook had ended
     settings: list = field(default_factory=list)  # the needed settings in force (gpufleet.settings.Effective)
 
 
@@ -650,7 +688,9 @@ def _plan(stage: str, inventory: str | Path, options: AnsibleOptions, playbook: 
         inventory = str(Path(inventory).resolve())
     elif "," not in inventory:
         raise RunBroken(f"inventory {inventory} does not exist (give a file, a directory or a host list 'a,b,')")
+    refuse_unbounded_extra_vars_files(options.extra_vars, Path.cwd())
     extra = check_extra_vars(options.extra_vars)
+    refuse_report_dir_override(extra)
     _check_extra_config(extra)
     found = collection_mod.locate()
     if playbook is not None:
@@ -756,8 +796,10 @@ def _copy_runner_output(private: Path, runner_copy: Path, shown_command: list[st
 
 def _run_playbook(plan: _Plan, envvars: dict, claimed: artifacts_mod.ArtifactsDir, tracker: EventTracker,
                   runner: Callable, progress_every: float) -> tuple[int, str, Cancellation]:
-    """Runs ansible-playbook through ansible-runner in a private directory, removed on every path."""
-    private = Path(tempfile.mkdtemp(prefix="gpufleet-runner-"))  # 0700: runner's env dump stays private
+    """Runs ansible-playbook through ansible-runner in a private directory, removed on every path. The
+    returned Cancellation still holds the cancel signals: the caller restores it once the artifacts are
+    scrubbed, so a late cancel cannot cut the scrubbing short."""
+    private = make_runner_directory()  # 0700: runner's env dump stays private
     try:
         launcher, pid_file = write_launcher(private, Path(sys.executable).parent / "ansible-playbook")
         cancellation = Cancellation(pid_file)
@@ -792,18 +834,20 @@ def _run_playbook(plan: _Plan, envvars: dict, claimed: artifacts_mod.ArtifactsDi
             error = RunBroken(f"ansible-runner could not start the playbook: {one_line(exc)}")
         finally:
             cancellation.finished()  # waits until a cancel has ended every process it found
-            if in_main_thread:
-                cancellation.restore()
             heartbeat.stop()
             tracker.finish()
-        shown = ["ansible-playbook", "-i", plan.inventory, *plan.options.shown_args(), plan.target]
         try:
-            _copy_runner_output(private, claimed.runner_copy, shown)
-        except OSError as exc:
-            raise error or RunBroken(f"ansible-runner's output could not be copied into {claimed.runner_copy}: "
-                                     f"{one_line(exc.strerror or exc)}") from None
-        if error is not None:
-            raise error
+            shown = ["ansible-playbook", "-i", plan.inventory, *plan.options.shown_args(), plan.target]
+            try:
+                _copy_runner_output(private, claimed.runner_copy, shown)
+            except OSError as exc:
+                raise error or RunBroken(f"ansible-runner's output could not be copied into {claimed.runner_copy}: "
+                                         f"{one_line(exc.strerror or exc)}") from None
+            if error is not None:
+                raise error
+        except BaseException:
+            cancellation.restore()
+            raise
         return rc, status, cancellation
     finally:
         shutil.rmtree(private, ignore_errors=True)
@@ -850,25 +894,32 @@ def _run_claimed(plan: _Plan, claimed: artifacts_mod.ArtifactsDir, out: TextIO, 
         runner = ansible_runner.run
     started = time.monotonic()
     rc, status, cancellation = _run_playbook(plan, envvars, claimed, tracker, runner, progress_every)
-    output = ""
-    for name in ("stdout", "stderr"):
-        if (claimed.runner_copy / name).is_file():
-            output += (claimed.runner_copy / name).read_text(errors="replace") + "\n"
-    scrub_tree(claimed.path, masked)
+    try:
+        output = ""
+        for name in ("stdout", "stderr"):
+            if (claimed.runner_copy / name).is_file():
+                output += (claimed.runner_copy / name).read_text(errors="replace") + "\n"
+        scrub_tree(claimed.path, masked)
+    finally:
+        cancellation.restore()  # only now: a cancel while scrubbing is recorded, never half a scrub
     return StageRun(stage=plan.stage, inventory=plan.inventory, artifacts=claimed.path, rc=rc, tracker=tracker,
                     hosts=hosts, duration_s=round(time.monotonic() - started, 2), runner_status=status,
                     stage_names=short_stage_names(plan.found.root if plan.found else None),
                     ansible_error=ansible_error(output) or (tracker.error_lines[0] if tracker.error_lines else None),
-                    cancelled=cancellation.signal_name, stopped_by=cancellation.stopped_by, settings=effective)
+                    cancelled=cancellation.signal_name, stopped_by=cancellation.stopped_by,
+                    cancelled_late=cancellation.late, settings=effective)
 
 
 def classify(run: StageRun) -> tuple[int, str]:
     """Maps a finished run to (exit code, one-line reason)."""
+    if run.cancelled and run.cancelled_late:
+        return EXIT_RUN_BROKEN, (f"cancelled by {describe_signal(run.cancelled)} after ansible-playbook ended (its "
+                                 "events are in the artifacts); no node is counted ready")
     if run.cancelled:
         how = {"SIGINT": "interrupted", "SIGTERM": "terminated",
                "SIGKILL": "killed"}.get(run.stopped_by or "", "already gone")
-        return EXIT_RUN_BROKEN, (f"cancelled by {run.cancelled}: ansible-playbook and the processes it started were "
-                                 f"{how}; the nodes it had not finished are not_run")
+        return EXIT_RUN_BROKEN, (f"cancelled by {describe_signal(run.cancelled)}: ansible-playbook and the processes "
+                                 f"it started were {how}; the nodes it had not finished are not_run")
     if run.tracker.config_errors:  # the input was wrong: no node is to blame, whatever else failed
         return EXIT_RUN_BROKEN, run.tracker.config_errors[0]
     failed = failed_hosts(run)

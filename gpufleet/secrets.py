@@ -6,7 +6,9 @@ only the events and output into --artifacts. As a second line, every file that e
 scrubbed of the values of secret-looking environment variables and -e variables, and of passwords
 inside URLs: a URL's userinfo is everything between `scheme://` and the *last* `@` of its authority
 (curl, pip and apt split there too, so a password may itself hold `@`), and both
-`scheme://user:PASSWORD@host` and token-only `scheme://TOKEN@host` are masked.
+`scheme://user:PASSWORD@host` and token-only `scheme://TOKEN@host` are masked. One URL masker also
+masks the values of secret-named query parameters (token, access_token, key, password, secret, sig,
+signature, X-Amz-Signature, X-Amz-Credential, ...): pre-signed and token URLs carry them there.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from __future__ import annotations
 import os
 import re
 from pathlib import Path
+from urllib.parse import unquote_plus
 
 MASK = "<hidden>"
 # Names of variables whose values are credentials (CI_JOB_TOKEN, AWS_SECRET_ACCESS_KEY, mirror_password,
@@ -21,8 +24,14 @@ MASK = "<hidden>"
 SECRET_NAME = re.compile(r"TOKEN|SECRET|PASS(WORD|WD|PHRASE)?($|_)|_PASS|CREDENTIAL|AUTH|API_?KEY|PRIVATE|COOKIE|SESSION|"
                          r"(^|_)KEY($|_)", re.IGNORECASE)
 # scheme:// then the authority, up to the first character that ends it ('/', '?', '#') or ends the
-# text it is quoted in (whitespace, quotes, a backslash of a JSON escape, brackets).
-URL_AUTHORITY = re.compile(r"(?P<scheme>[a-zA-Z][a-zA-Z0-9+.-]*://)(?P<authority>[^/?#\s'\"\\<>()\[\]{}]+)")
+# text it is quoted in (whitespace, quotes, a backslash of a JSON escape, brackets); then the path and
+# the query string, which end there too.
+_URL_END = r"\s'\"\\<>()\[\]{}"
+URL = re.compile(rf"(?P<scheme>[a-zA-Z][a-zA-Z0-9+.-]*://)(?P<authority>[^/?#{_URL_END}]+)"
+                 rf"(?P<path>[^?#{_URL_END}]*)(?:\?(?P<query>[^#{_URL_END}]*))?")
+# Query parameters whose values are credentials: the secret-looking names above, and the signatures of
+# pre-signed URLs (S3's X-Amz-Signature, GCS's X-Goog-Signature, Azure SAS's sig, Signature).
+SECRET_QUERY_NAME = re.compile(r"(^|[-_])(SIG|SIGNATURE)$", re.IGNORECASE)
 # Values shorter than this are too likely to occur by chance ("1", "true") to be replaced blindly.
 MIN_SECRET_LENGTH = 6
 
@@ -60,30 +69,58 @@ def _userinfo(authority: str) -> tuple[str, str] | None:
     return (user, password) if colon else ("", userinfo)
 
 
-def _mask_userinfo(match: re.Match) -> str:
+def _secret_query_name(name: str) -> bool:
+    name = unquote_plus(name)
+    return bool(SECRET_NAME.search(name) or SECRET_QUERY_NAME.search(name))
+
+
+def _query_secrets(query: str | None) -> list[tuple[int, int]]:
+    """(start, end) within `query` of every secret-named parameter's value."""
+    spans, offset = [], 0
+    for part in (query or "").split("&"):
+        name, equals, value = part.partition("=")
+        if equals and value and _secret_query_name(name):
+            start = offset + len(name) + 1
+            spans.append((start, start + len(value)))
+        offset += len(part) + 1
+    return spans
+
+
+def _mask_url(match: re.Match) -> str:
+    """The URL with its userinfo's secret and its secret-named query values replaced by MASK."""
     authority = match.group("authority")
     found = _userinfo(authority)
-    if found is None:
-        return match.group(0)
-    user, _secret = found
-    host = authority.rpartition("@")[2]
-    return f"{match.group('scheme')}{user + ':' if user else ''}{MASK}@{host}"
+    if found is not None:
+        user = found[0]
+        authority = f"{user + ':' if user else ''}{MASK}@{authority.rpartition('@')[2]}"
+    url = match.group("scheme") + authority + match.group("path")
+    query = match.group("query")
+    if query is None:
+        return url
+    masked, last = "", 0
+    for start, end in _query_secrets(query):
+        masked += query[last:start] + MASK
+        last = end
+    return f"{url}?{masked}{query[last:]}"
 
 
 def url_secrets(text: str) -> list[str]:
-    """The passwords and tokens of the URLs in `text` (so they are removed wherever else they appear)."""
+    """The passwords and tokens of the URLs in `text` (userinfo and secret-named query values), so that
+    they are removed wherever else they appear."""
     found = []
-    for match in URL_AUTHORITY.finditer(text):
+    for match in URL.finditer(text):
         userinfo = _userinfo(match.group("authority"))
-        if userinfo and len(userinfo[1]) >= MIN_SECRET_LENGTH:
-            found.append(userinfo[1])
+        candidates = [userinfo[1]] if userinfo else []
+        query = match.group("query") or ""
+        candidates += [query[start:end] for start, end in _query_secrets(query)]
+        found += [secret for secret in candidates if len(secret) >= MIN_SECRET_LENGTH]
     return found
 
 
 def scrub_text(text: str, secrets: list[str]) -> str:
     for secret in secrets:
         text = text.replace(secret, MASK)
-    return URL_AUTHORITY.sub(_mask_userinfo, text)
+    return URL.sub(_mask_url, text)
 
 
 def scrub_tree(directory: Path, secrets: list[str]) -> int:

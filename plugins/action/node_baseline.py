@@ -59,12 +59,10 @@ class ActionModule(ActionBase):
         super().run(tmp, task_vars)
         _spec, args = self.validate_argument_spec(argument_spec=_ARGS)
         kind = args["kind"]
-        if kind == "compute":
-            current = nb.compute_metrics(args["result"] or {})
-        elif kind == "nccl":
-            current = nb.nccl_metrics(args["result"] or {}, args["facts"])
-        else:
-            current = nb.link_metrics(args["result"] or [])
+        try:
+            current = nb.current_metrics(kind, args["result"], args["facts"])
+        except ValueError as exc:
+            raise AnsibleActionFail("node_baseline: %s" % exc)
         folder = os.path.join(args["baseline_dir"], "nodes")
         paths = {node: os.path.join(folder, nb.baseline_filename(args["cluster"], node, kind)) for node in current}
         texts = {node: _read(path) for node, path in paths.items()}

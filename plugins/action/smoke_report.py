@@ -52,7 +52,8 @@ def _write(path, text):
     """Write atomically so a reader (CI, a browser) never sees half a report."""
     directory = os.path.dirname(path) or "."
     fd, tmp = tempfile.mkstemp(prefix=".smoke-", dir=directory)
-    with os.fdopen(fd, "w", encoding="utf-8") as fh:
+    # A lone surrogate (a tool's undecodable bytes) in the Markdown is written as its escape, not a crash.
+    with os.fdopen(fd, "w", encoding="utf-8", errors="backslashreplace") as fh:
         fh.write(text)
     os.chmod(tmp, 0o644)
     os.replace(tmp, path)
@@ -85,6 +86,8 @@ def read_baseline(path):
             document = json.load(fh)
     except (OSError, ValueError) as exc:
         return None, "cannot read %s: %s" % (path, to_native(exc))
+    except RecursionError:
+        return None, "cannot read %s: it is nested too deeply to be a baseline" % path
     if document is None:
         # A file holding `null` is a broken baseline, not an absent one.
         return None, "%s holds JSON null, need an object" % path

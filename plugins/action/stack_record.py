@@ -85,6 +85,11 @@ class ActionModule(ActionBase):
         except AnsibleError:
             return path  # not found: its digest says unreadable, as the role would fail to read it
 
+    def _play_file(self):
+        """The playbook (or task file) holding the probe: which roles run and how is decided there."""
+        path = self._task.get_path().rpartition(":")[0]
+        return path or None
+
     def _probe(self, args, task_vars):
         roles = args["roles"]
         if not roles:
@@ -92,7 +97,7 @@ class ActionModule(ActionBase):
         unresolved = []
         try:
             parts = stack_key.key_parts(roles, self._resolver(task_vars, unresolved), extra_names=_OWN_PLUGINS,
-                                        locate=self._locate)
+                                        locate=self._locate, play=self._play_file())
         except stack_key.StackKeyError as exc:
             raise AnsibleActionFail("stack_record: cannot build the record's key: %s" % exc) from exc
         result = {"changed": False, "roles": roles, "key": stack_key.key_of(parts), "key_parts": parts,

@@ -26,6 +26,7 @@ from ansible.errors import AnsibleFilterError
 
 from ansible_collections.gpufleet.cluster.plugins.module_utils import bandwidth as _bw
 from ansible_collections.gpufleet.cluster.plugins.module_utils import bandwidth_plan as _plan
+from ansible_collections.gpufleet.cluster.plugins.module_utils.tool_address import check_address
 
 
 def _nodes(nodes):
@@ -71,6 +72,10 @@ def bandwidth_endpoint(rdma_info, nccl_conf="", facts=None, address=None, interf
     if not address:
         raise AnsibleFilterError("bandwidth_endpoint needs the node's address (bandwidth_isolation_address), got %r"
                                  % (address,))
+    try:
+        check_address(address, "address")
+    except ValueError as exc:
+        raise AnsibleFilterError("bandwidth_endpoint: %s (bandwidth_isolation_address)" % exc) from exc
     conf = _plan.parse_nccl_conf(nccl_conf or "")
     return {"address": address, "nccl_conf": conf,
             "rdma": _plan.rdma_endpoint(rdma_info.get("cas") or [], conf, list(devices or []) or None),
@@ -92,13 +97,19 @@ def bandwidth_link_tests(links, plan, endpoints, port):
 
 
 def bandwidth_server_argv(test, rail, seconds, size=None, qps=None):
-    return _plan.server_argv(test, rail, seconds, size, qps)
+    try:
+        return _plan.server_argv(test, rail, seconds, size, qps)
+    except ValueError as exc:
+        raise AnsibleFilterError("bandwidth_server_argv: %s" % exc) from exc
 
 
 def bandwidth_servers_argv(test, seconds, size=None, qps=None, repeats=1):
     if int(repeats) < 1:
         raise AnsibleFilterError("bandwidth_servers_argv: repeats must be 1 or more, got %r" % (repeats,))
-    return _plan.servers_argv(test, seconds, size, qps, int(repeats))
+    try:
+        return _plan.servers_argv(test, seconds, size, qps, int(repeats))
+    except ValueError as exc:
+        raise AnsibleFilterError("bandwidth_servers_argv: %s" % exc) from exc
 
 
 def bandwidth_confirm_pairs(nodes, ring, per_node, pairs, fraction=_bw.DEFAULT_FRACTION, min_gbps=0):

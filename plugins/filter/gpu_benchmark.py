@@ -8,8 +8,8 @@
 - ``links | gpufleet.cluster.gpu_benchmark_undirected(exclude)``: one run per unordered pair not yet run
 - ``pair_runs | gpufleet.cluster.gpu_benchmark_pair_figures(facts, thresholds)``: pair runs as link figures
 - ``nodes | gpufleet.cluster.gpu_benchmark_nccl_verdict(facts, runs, thresholds, fraction)``: the verdict
-- ``nodes | gpufleet.cluster.gpu_benchmark_compute_verdict(runs, min_peak_fraction, slow_fraction)``: per-GPU
-  GEMM and memory figures against the datasheet and the cluster
+- ``nodes | gpufleet.cluster.gpu_benchmark_compute_verdict(runs, min_peak_fraction, slow_fraction, expected_gpus)``:
+  per-GPU GEMM and memory figures against the datasheet and the cluster, every expected GPU accounted for
 """
 
 from __future__ import annotations
@@ -47,15 +47,26 @@ def gpu_benchmark_nccl_verdict(nodes, facts, runs, thresholds=None, fraction=_gb
     return _gb.nccl_verdict(list(nodes or []), facts or {}, runs, thresholds or {}, float(fraction))
 
 
+def _fraction(name, value):
+    """A fraction in (0, 1], or the filter's error naming the knob (None, text, NaN: not a fraction)."""
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        number = None
+    if number is None or not 0 < number <= 1:  # NaN fails the comparison too
+        raise AnsibleFilterError("gpu_benchmark_compute_verdict: %s must be a number in (0, 1], got %r" % (name, value))
+    return number
+
+
 def gpu_benchmark_compute_verdict(nodes, runs, min_peak_fraction=_gc.DEFAULT_MIN_PEAK_FRACTION,
-                                  slow_fraction=_gc.DEFAULT_SLOW_FRACTION):
+                                  slow_fraction=_gc.DEFAULT_SLOW_FRACTION, expected_gpus=None):
     if not isinstance(runs, dict):
         raise AnsibleFilterError("gpu_benchmark_compute_verdict needs node -> run, got %r" % (runs,))
-    for name, value in (("gpu_benchmark_min_peak_fraction", min_peak_fraction),
-                        ("gpu_benchmark_slow_fraction", slow_fraction)):
-        if not 0 < float(value) <= 1:
-            raise AnsibleFilterError("%s must be in (0, 1], got %r" % (name, value))
-    return _gc.compute_verdict(list(nodes or []), runs, float(min_peak_fraction), float(slow_fraction))
+    if expected_gpus is not None and not isinstance(expected_gpus, (dict, int)):
+        raise AnsibleFilterError("gpu_benchmark_compute_verdict: expected_gpus must be node -> GPU count or one "
+                                 "count, got %r" % (expected_gpus,))
+    return _gc.compute_verdict(list(nodes or []), runs, _fraction("gpu_benchmark_min_peak_fraction", min_peak_fraction),
+                               _fraction("gpu_benchmark_slow_fraction", slow_fraction), expected_gpus)
 
 
 class FilterModule:  # pylint: disable=too-few-public-methods

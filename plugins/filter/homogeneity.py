@@ -3,7 +3,7 @@
 # Apache-2.0 (see galaxy.yml)
 """Filters over plugins/module_utils/homogeneity.py: the cluster half of preflight.
 
-- ``{node: summary} | gpufleet.cluster.homogeneity(properties, allow_mixed)``
+- ``{node: summary} | gpufleet.cluster.homogeneity(properties, allow_mixed, expected)``
 - ``report | gpufleet.cluster.homogeneity_findings(severity='fail')``
 
 The preflight report built from it has its own filters: plugins/filter/preflight_report.py.
@@ -18,14 +18,17 @@ from ansible.errors import AnsibleFilterError
 from ansible_collections.gpufleet.cluster.plugins.module_utils import homogeneity as _h
 
 
-def homogeneity(nodes, properties=None, allow_mixed=None):
+def homogeneity(nodes, properties=None, allow_mixed=None, expected=None):
     if not isinstance(nodes, dict):
         raise AnsibleFilterError("gpufleet.cluster.homogeneity: input must be a mapping of node -> properties, got %s"
                                  % type(nodes).__name__)
     for name, facts in nodes.items():
         if facts is not None and not isinstance(facts, dict):
             raise AnsibleFilterError("gpufleet.cluster.homogeneity: properties of node %s must be a mapping" % name)
-    return _h.homogeneity(nodes, list(properties) if properties is not None else None, allow_mixed)
+    if expected is not None and not isinstance(expected, dict):
+        raise AnsibleFilterError("gpufleet.cluster.homogeneity: expected must be a mapping of property -> value, got %r"
+                                 % (expected,))
+    return _h.homogeneity(nodes, list(properties) if properties is not None else None, allow_mixed, expected)
 
 
 def homogeneity_findings(report, severity="fail"):

@@ -37,6 +37,7 @@ Which network, tool and devices a figure came from is planned in bandwidth_plan.
 from __future__ import annotations
 
 from ansible_collections.gpufleet.cluster.plugins.module_utils.bandwidth_plan import test_figure
+from ansible_collections.gpufleet.cluster.plugins.module_utils.figures import judge_figure, usable_figure
 from ansible_collections.gpufleet.cluster.plugins.module_utils.findings import make_finding
 
 DEFAULT_FRACTION = 0.5
@@ -58,10 +59,23 @@ def median(values):
     return values[mid] if len(values) % 2 else (values[mid - 1] + values[mid]) / 2.0
 
 
+def checked(entry):
+    """The entry with its ``gbps`` judged by figures.judge_figure: one that is no figure (NaN, Infinity,
+    negative, text, absurd) becomes None with the reason in ``error``, so it counts as slow, never as a
+    pass, and the report stays JSON. A measured zero is a figure (a link that moved nothing)."""
+    if entry.get("gbps") is None:
+        return entry
+    problem = judge_figure(entry["gbps"], "%s->%s" % (entry.get("src"), entry.get("dst")), "Gb/s", zero_ok=True)[1]
+    if problem is None:
+        return entry
+    return dict(entry, gbps=None, error="; ".join(e for e in (entry.get("error"), problem) if e))
+
+
 def floor_for(values, fraction=DEFAULT_FRACTION, min_gbps=None):
     """The slow/fast boundary of a group of Gb/s figures: ``fraction`` x the median of the faster half,
-    so a small ring where most links are slow still has a fast reference."""
-    ordered = sorted(v for v in values if v is not None)
+    so a small ring where most links are slow still has a fast reference. Values that are no figure
+    (figures.judge_figure) take no part in it."""
+    ordered = sorted(f for f in (usable_figure(v, "Gb/s", zero_ok=True) for v in values) if f is not None)
     med = median(ordered[len(ordered) // 2:])
     relative = med * fraction if med is not None else None
     if min_gbps:
@@ -166,7 +180,9 @@ def name_culprits(nodes, ring, per_node, pairs, fraction=DEFAULT_FRACTION, min_g
     ``rate_floor_gbps`` when they come from bandwidth_plan.test_figure); ``per_node`` maps node -> {gbps}.
     ``transport`` labels the figures in the messages (e.g. "rdma, ib_write_bw"). A pair measured more
     than once (the confirmation round) keeps its best figure."""
-    pairs = best_per_pair(pairs)
+    ring = [checked(e) for e in ring]
+    pairs = best_per_pair([checked(p) for p in pairs])
+    per_node = {node: checked(entry) for node, entry in per_node.items()}
     ring_floor = floor_for([e.get("gbps") for e in ring], fraction, min_gbps)
     slow_ring = slow_entries(ring, ring_floor)
     node_floor = floor_for([v.get("gbps") for v in per_node.values()], fraction)
@@ -223,7 +239,8 @@ def _intra_findings(per_node, node_floor, fraction, transport):
             findings.append(make_finding(
                 "BANDWIDTH_NODE_SLOW_INTRA", "warn", node,
                 "intra-node (loopback) bandwidth %s %s is below %s (%.0f%% of the cluster median)%s" % (
-                    entry.get("gbps"), unit, _r(node_floor), fraction * 100,
+                    entry.get("gbps") if entry.get("gbps") is not None else "(%s)" % (entry.get("error") or "none"),
+                    unit, _r(node_floor), fraction * 100,
                     "".join(" [%s %s]" % (r.get("src_device"), _r(r.get("gbps"))) for r in entry.get("rails") or [])),
                 "The node itself is slow (CPU/memory on TCP, an HCA or its PCIe link on RDMA): compare its GEMM "
                 "and bandwidth figures, check throttling and the HCA's PCIe width",
@@ -283,8 +300,10 @@ def _link_findings(slow_ring, slow_nodes, pairs, ring_floor, pair_floor, transpo
 
 
 def _is_slow(entry, floor):
+    """Below the floor or its own port-rate floor; a figure that is no figure (figures.judge_figure) is slow."""
+    figure = usable_figure(entry.get("gbps"), "Gb/s", zero_ok=True)
     limits = [f for f in (floor, entry.get("rate_floor_gbps")) if f is not None]
-    return entry.get("gbps") is None or (bool(limits) and entry["gbps"] < max(limits))
+    return figure is None or (bool(limits) and figure < max(limits))
 
 
 def _r(value):

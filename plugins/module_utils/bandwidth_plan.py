@@ -24,7 +24,9 @@ from __future__ import annotations
 
 import shlex
 
+from ansible_collections.gpufleet.cluster.plugins.module_utils.figures import judge_figure
 from ansible_collections.gpufleet.cluster.plugins.module_utils.nccl_env import classify_ports, natural_key
+from ansible_collections.gpufleet.cluster.plugins.module_utils.tool_address import check_test_addresses
 
 RDMA_TOOLS = ("ib_write_bw", "ib_read_bw")
 TCP_TOOL = "iperf3"
@@ -241,11 +243,15 @@ def test_figure(result, rate_fraction=None):
         measured = by_rail.get(rail["rail"]) or {}
         src_side = "client" if test.get("client") == test.get("src") else "server"
         dst_side = "server" if src_side == "client" else "client"
+        # figures.judge_figure: a rail figure that is no figure (NaN, text, absurd) is no figure, with the reason.
+        gbps, problem = judge_figure(measured.get("gbps"), "rail %s %s" % (rail["rail"], rail.get(src_side + "_device")),
+                                     "Gb/s", zero_ok=True)
+        problem = problem if measured.get("gbps") is not None else None
         rails.append({"rail": rail["rail"], "src_device": rail.get(src_side + "_device"),
                       "dst_device": rail.get(dst_side + "_device"), "port": rail.get("port"),
-                      "line_rate_gbps": rail.get("line_rate_gbps"), "gbps": measured.get("gbps"),
+                      "line_rate_gbps": rail.get("line_rate_gbps"), "gbps": gbps,
                       "samples_gbps": measured.get("samples_gbps", []),
-                      "error": measured.get("error") or ((result or {}).get("msg") if not by_rail else None)})
+                      "error": measured.get("error") or problem or ((result or {}).get("msg") if not by_rail else None)})
     figures = [r["gbps"] for r in rails]
     line = [r["line_rate_gbps"] for r in rails if r["line_rate_gbps"]]
     entry = {"src": test.get("src"), "dst": test.get("dst"), "network": test.get("network"), "tool": test.get("tool"),
@@ -261,6 +267,7 @@ def test_figure(result, rate_fraction=None):
 
 def server_argv(test, rail, seconds, size=None, qps=None):
     """The server's command for one rail (perftest answers one client, then exits; iperf3 serves on)."""
+    check_test_addresses(test)
     if test["tool"] == TCP_TOOL:
         return [TCP_TOOL, "-s", "-B", test["server_address"], "-p", str(rail["port"])]
     return [test["tool"], "-d", rail["server_device"], "-i", str(rail["server_ib_port"]), "-p", str(rail["port"])] \
@@ -282,6 +289,7 @@ def servers_argv(test, seconds, size=None, qps=None, repeats=1):
 
 def client_argv(test, rail, seconds, size=None, qps=None):
     """The client's command for one rail: it connects to the server's address and prints the figure."""
+    check_test_addresses(test)
     if test["tool"] == TCP_TOOL:
         argv = [TCP_TOOL, "-c", test["server_address"], "-p", str(rail["port"]), "-t", _seconds(seconds), "-J"]
         return argv + (["-B", test["bind"]] if test.get("bind") else [])

@@ -70,6 +70,8 @@ RULES = {
     "TORCH_WHEEL_LACKS_CC": "the torch wheel's CUDA is at least the first CUDA for every GPU's compute capability",
     "OPEN_MODULES_NEED_TURING": "open kernel modules only for Turing (7.5) and newer, from R515",
     "OPEN_MODULES_REQUIRED": "Grace Hopper and Blackwell GPUs run only the open kernel modules",
+    "PROPRIETARY_MODULES_REMOVED": "from R620 NVIDIA ships only the open kernel modules (Driver Installation Guide 620): "
+                                   "the plan takes them there, and a proprietary request on R620 or later is refused",
     "NCCL_MATCHES_CUDA": "the NCCL package is the one built for the toolkit's CUDA",
     "FABRIC_MANAGER_MATCHES_DRIVER": "fabric manager is the driver branch's, only when NVSwitch is present",
     "NVLINK5_NEEDS_NVLSM": "an NVSwitch system of NVLink 5 GPUs (HGX B200/B300) gets the NVLink Subnet Manager beside the "

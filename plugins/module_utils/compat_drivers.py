@@ -58,7 +58,7 @@ GPU_MIN_DRIVER = rows("gpu_min_driver")
 
 # Open GPU kernel modules: shipped from R515; Turing and newer only; Maxwell,
 # Pascal and Volta need the proprietary flavour; default flavour from R560;
-# Grace Hopper and Blackwell support only the open flavour.
+# Grace Hopper and Blackwell support only the open flavour; from R620 NVIDIA ships only the open flavour.
 KERNEL_MODULES = {
     "open_first_branch": "515",
     "open_min_cc": "7.5",
@@ -67,6 +67,7 @@ KERNEL_MODULES = {
     # so it is named by model key (gpu_models.MODELS).
     "open_required_min_cc": "10.0",
     "open_required_models": ["gh200", "gh200-144g"],
+    "proprietary_removed_from_branch": rows("kernel_modules")["proprietary_removed_from_branch"],
     "source": ("NVIDIA Driver Installation Guide, Kernel Modules (docs.nvidia.com/datacenter/tesla/"
                "driver-installation-guide/kernel-modules.html): 'Starting in the 515 driver release series, two "
                "flavors ... Proprietary ... required for older GPUs from the Maxwell, Pascal, or Volta "
@@ -74,7 +75,8 @@ KERNEL_MODULES = {
                "driver release series, the open kernel module flavor is the default'; open required: NVIDIA "
                "technical blog 'NVIDIA Transitions Fully Towards Open-Source GPU Kernel Modules' (2024): 'For "
                "cutting-edge platforms such as NVIDIA Grace Hopper or NVIDIA Blackwell, you must use the "
-               "open-source GPU kernel modules. The proprietary drivers are unsupported on these platforms.'"),
+               "open-source GPU kernel modules. The proprietary drivers are unsupported on these platforms.'; "
+               "proprietary flavour removed: " + cite("kernel_modules", "proprietary_removed_from_branch")),
 }
 
 FABRIC_MANAGER = {

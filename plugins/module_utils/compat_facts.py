@@ -34,13 +34,17 @@ Kinds:
                      (nvlsm) beside the fabric manager
   imex_domain        GPU model key -> True: its multi-node NVLink rack (NVL72) needs the IMEX service (nvidia-imex)
                      on every compute tray
+  dcgm_release       packaging family (apt, dnf) -> the DCGM 4 package version the plan installs (apt's carries
+                     DCGM's epoch 1:)
+  kernel_modules     "proprietary_removed_from_branch" -> the first driver branch NVIDIA ships without the
+                     proprietary kernel-module flavour
 """
 
 from __future__ import annotations
 
 # The date this table was last reviewed as a whole: end of life is judged against it, so that a plan
 # does not change with the calendar (`gpufleet compat show` says when a date in the table has passed).
-AS_OF = "2026-12-05"
+AS_OF = "2026-12-06"
 
 _NVIDIA_DOCS = "https://docs.nvidia.com"
 _DC = _NVIDIA_DOCS + "/datacenter/tesla"
@@ -332,6 +336,29 @@ SOURCES = {
                     "Baseboard' (the NVLink Subnet Manager runs with Fabric Manager on these baseboards)",
         "url": _DC + "/pdf/fabric-manager-user-guide.pdf",
         "read": "2026-12-05"},
+    # ------------------------------------------------------------ DCGM, kernel-module flavours (issue 35)
+    "al2023-relnotes-20260706": {
+        "document": "Amazon Linux 2023 release notes, version 2023.12.20260706, 'Nvidia Updated Packages' (NVIDIA's "
+                    "packages as AL2023 ships them): datacenter-gpu-manager-4-core-4.6.0-1, -4-cuda11-4.6.0-1, "
+                    "-4-cuda12-4.6.0-1, -4-cuda13-4.6.0-1, -4-cuda-all, -4-devel, -4-multinode, -4-proprietary "
+                    "at 4.6.0-1 (stored copy, code index id 70356922989); NVIDIA's DCGM Exporter release notes date "
+                    "the release: '4.6.0-4.8.3 Released 2026-07-15 ... with DCGM 4.6.0' "
+                    "(docs.nvidia.com/datacenter/dcgm/latest/release-notes/dcgm-exporter.html)",
+        "url": "https://docs.aws.amazon.com/linux/al2023/release-notes/relnotes-2023.12.20260706.html",
+        "read": "2026-12-06"},
+    "dcgm-apt-epoch": {
+        "document": "the apt version of NVIDIA's DCGM 4 packages carries epoch 1 on every 4.x release seen "
+                    "(datacenter-gpu-manager-4-core 1:4.4.0-1, 1:4.5.1-1 -> 1:4.5.2-1 in Azure/AgentBaker pull "
+                    "request 7855 against NVIDIA's ubuntu2204/ubuntu2404 repositories; code index id 56447889209): "
+                    "the apt version of 4.6.0-1 is that epoch with the release of the AL2023 listing (inferred: no "
+                    "apt listing of 4.6.0 was read)",
+        "url": "https://github.com/Azure/AgentBaker/pull/7855", "read": "2026-12-06"},
+    "driver-guide-620": {
+        "document": "NVIDIA Driver Installation Guide, Release 620 (Nov 09, 2026), section 4.1 'Proprietary Kernel "
+                    "Modules Removed' (Recent Updates); its Kernel Modules page describes one flavour only: 'The "
+                    "kernel modules are open source and dual licensed MIT/GPLv2' (the 610 edition still lists the "
+                    "Proprietary and Open-source flavours)",
+        "url": _DC + "/driver-installation-guide/620/pdf/Driver_Installation_Guide.pdf", "read": "2026-12-06"},
 }
 
 
@@ -502,6 +529,9 @@ FACTS = (
     + _rows("nvlink_subnet_manager", "deepops-dgx-os7", [("b200", True), ("b300", True)])
     + _rows("nvlink_subnet_manager", "fm-guide-2.3", [("b100", True)])
     + _rows("imex_domain", "deepops-dgx-os7", [("gb200", True), ("gb300", True)])
+    + _rows("dcgm_release", "al2023-relnotes-20260706", [("dnf", "4.6.0-1")])
+    + _rows("dcgm_release", "dcgm-apt-epoch", [("apt", "1:4.6.0-1")])
+    + _rows("kernel_modules", "driver-guide-620", [("proprietary_removed_from_branch", "620")])
 )
 
 

@@ -269,16 +269,18 @@ NVLSM_PACKAGES = {
 
 # DCGM 4 (issue 27 item 6): one host engine and tools package (-core) and one diagnostics package per CUDA major
 # (-cuda11, -cuda12, -cuda13), both at the same DCGM release; the plan takes the CUDA major of its toolkit. DCGM
-# is versioned on its own, not by the driver or the toolkit, so the release is a row here (the newest one seen in
-# NVIDIA's repositories) that the operator may override (gpufleet_dcgm_version). The 4.x packages conflict with
+# is versioned on its own, not by the driver or the toolkit, so the release is a row of the sourced table
+# (compat_facts kind dcgm_release: the newest one seen in a package listing) that the operator may override
+# (gpufleet_dcgm_version). The 4.x packages conflict with
 # DCGM 3's single datacenter-gpu-manager package, which the install replaces in the same transaction.
 DCGM_PACKAGES = {
     "packages": ["datacenter-gpu-manager-4-core", "datacenter-gpu-manager-4-cuda{MAJOR}"],
     "cuda_majors": ["11", "12", "13"],
-    "version": {"apt": "1:4.5.2-1", "dnf": "4.5.2-1"},
+    "version": {family: rows("dcgm_release")[family] for family in ("apt", "dnf")},
     "replaces": ["datacenter-gpu-manager"],
     "service": "nvidia-dcgm",
-    "source": ("Amazon Linux 2023 release notes, NVIDIA packages of the 2023.10.20260302 AMI (code index id 70178809999): "
+    "source": ("version: " + cite("dcgm_release", "dnf") + "; apt: " + cite("dcgm_release", "apt") + "; packages: "
+               "Amazon Linux 2023 release notes, NVIDIA packages of the 2023.10.20260302 AMI (code index id 70178809999): "
                "datacenter-gpu-manager-4-core, -4-cuda11, -4-cuda12, -4-cuda13, -4-cuda-all, -4-proprietary(-cudaN), "
                "-4-devel, -4-multinode at 4.5.2-1; Azure/AgentBaker pull request 7855 (renovate, NVIDIA repository, "
                "Ubuntu 22.04 and 24.04): datacenter-gpu-manager-4-core 1:4.5.1-1 -> 1:4.5.2-1 (the epoch of the apt "

@@ -86,6 +86,12 @@ RELEASE_DATA = {
             'torchaudio': '2.0.1',
             'wheel': 'torch-2.0.0-cp38-cp38-manylinux1_x86_64.whl',
             'uploaded': '2023-03-15',
+            'variants_channels': {
+                'matrix-release': ['cu117', 'cu118'],
+                'matrix-test': ['cu117', 'cu118'],
+                'pypi-default': ['cu117'],
+            },
+            'variants_check': 'agree',
         },
         '2.0.1': {
             'variants': ['cu117', 'cu118'],
@@ -99,6 +105,12 @@ RELEASE_DATA = {
             'torchaudio': '2.0.2',
             'wheel': 'torch-2.0.1-cp38-cp38-manylinux1_x86_64.whl',
             'uploaded': '2023-05-08',
+            'variants_channels': {
+                'matrix-release': ['cu117', 'cu118'],
+                'matrix-test': ['cu117', 'cu118'],
+                'pypi-default': ['cu117'],
+            },
+            'variants_check': 'agree',
         },
         '2.1.0': {
             'variants': ['cu118', 'cu121'],
@@ -112,6 +124,12 @@ RELEASE_DATA = {
             'torchaudio': '2.1.0',
             'wheel': 'torch-2.1.0-cp38-cp38-manylinux1_x86_64.whl',
             'uploaded': '2023-10-04',
+            'variants_channels': {
+                'matrix-release': ['cu118', 'cu121'],
+                'matrix-test': ['cu118', 'cu121'],
+                'pypi-default': ['cu121'],
+            },
+            'variants_check': 'agree',
         },
         '2.1.1': {
             'variants': ['cu118', 'cu121'],
@@ -125,6 +143,12 @@ RELEASE_DATA = {
             'torchaudio': '2.1.1',
             'wheel': 'torch-2.1.1-cp38-cp38-manylinux1_x86_64.whl',
             'uploaded': '2023-11-15',
+            'variants_channels': {
+                'matrix-release': ['cu118', 'cu121'],
+                'matrix-test': ['cu118', 'cu121'],
+                'pypi-default': ['cu121'],
+            },
+            'variants_check': 'agree',
         },
         '2.1.2': {
             'variants': ['cu118', 'cu121'],
@@ -138,6 +162,12 @@ RELEASE_DATA = {
             'torchaudio': '2.1.2',
             'wheel': 'torch-2.1.2-cp38-cp38-manylinux1_x86_64.whl',
             'uploaded': '2023-12-14',
+            'variants_channels': {
+                'matrix-release': ['cu118', 'cu121'],
+                'matrix-test': ['cu118', 'cu121'],
+                'pypi-default': ['cu121'],
+            },
+            'variants_check': 'agree',
         },
         '2.2.0': {
             'variants': ['cu118', 'cu121'],
@@ -151,6 +181,12 @@ RELEASE_DATA = {
             'torchaudio': '2.2.0',
             'wheel': 'torch-2.2.0-cp38-cp38-manylinux1_x86_64.whl',
             'uploaded': '2024-01-30',
+            'variants_channels': {
+                'matrix-release': ['cu118', 'cu121'],
+                'matrix-test': ['cu118', 'cu121'],
+                'pypi-default': ['cu121'],
+            },
+            'variants_check': 'agree',
         },
         '2.2.1': {
             'variants': ['cu118', 'cu121'],
@@ -164,6 +200,12 @@ RELEASE_DATA = {
             'torchaudio': '2.2.1',
             'wheel': 'torch-2.2.1-cp38-cp38-manylinux1_x86_64.whl',
             'uploaded': '2024-02-22',
+            'variants_channels': {
+                'matrix-release': ['cu118', 'cu121'],
+                'matrix-test': ['cu118', 'cu121'],
+                'pypi-default': ['cu121'],
+            },
+            'variants_check': 'agree',
         },
         '2.2.2': {
             'variants': ['cu118', 'cu121'],
@@ -177,6 +219,11 @@ RELEASE_DATA = {
             'torchaudio': '2.2.2',
             'wheel': 'torch-2.2.2-cp38-cp38-manylinux1_x86_64.whl',
             'uploaded': '2024-03-27',
+            'variants_channels': {
+                'matrix-release': ['cu118', 'cu121'],
+                'pypi-default': ['cu121'],
+            },
+            'variants_check': 'one channel',
         },
         '2.3.0': {
             'variants': ['cu118', 'cu121'],
@@ -190,6 +237,12 @@ RELEASE_DATA = {
             'torchaudio': '2.3.0',
             'wheel': 'torch-2.3.0-cp38-cp38-manylinux1_x86_64.whl',
             'uploaded': '2024-04-24',
+            'variants_channels': {
+                'matrix-release': ['cu118', 'cu121'],
+                'matrix-test': ['cu118', 'cu121'],
+                'pypi-default': ['cu121'],
+            },
+            'variants_check': 'agree',
         },
         '2.3.1': {
             'variants': ['cu118', 'cu121'],
@@ -203,6 +256,12 @@ RELEASE_DATA = {
             'torchaudio': '2.3.1',
             'wheel': 'torch-2.3.1-cp38-cp38-manylinux1_x86_64.whl',
             'uploaded': '2024-06-05',
+            'variants_channels': {
+                'matrix-release': ['cu118', 'cu121'],
+                'matrix-test': ['cu118', 'cu121'],
+                'pypi-default': ['cu121'],
+            },
+            'variants_check': 'agree',
         },
         '2.4.0': {
             'variants': ['cu118', 'cu121', 'cu124'],
@@ -216,6 +275,12 @@ RELEASE_DATA = {
             'torchaudio': '2.4.0',
             'wheel': 'torch-2.4.0-cp38-cp38-manylinux1_x86_64.whl',
             'uploaded': '2024-07-24',
+            'variants_channels': {
+                'matrix-release': ['cu118', 'cu121', 'cu124'],
+                'matrix-test': ['cu118', 'cu121', 'cu124'],
+                'pypi-default': ['cu121'],
+            },
+            'variants_check': 'agree',
         },
         '2.4.1': {
             'variants': ['cu118', 'cu121', 'cu124'],
@@ -229,6 +294,12 @@ RELEASE_DATA = {
             'torchaudio': '2.4.1',
             'wheel': 'torch-2.4.1-cp38-cp38-manylinux1_x86_64.whl',
             'uploaded': '2024-09-04',
+            'variants_channels': {
+                'matrix-release': ['cu118', 'cu121', 'cu124'],
+                'matrix-test': ['cu118', 'cu121', 'cu124'],
+                'pypi-default': ['cu121'],
+            },
+            'variants_check': 'agree',
         },
         '2.5.0': {
             'variants': ['cu118', 'cu121', 'cu124'],
@@ -242,6 +313,12 @@ RELEASE_DATA = {
             'torchaudio': '2.5.0',
             'wheel': 'torch-2.5.0-cp39-cp39-manylinux1_x86_64.whl',
             'uploaded': '2024-10-17',
+            'variants_channels': {
+                'matrix-release': ['cu118', 'cu121', 'cu124'],
+                'matrix-test': ['cu118', 'cu121', 'cu124'],
+                'pypi-default': ['cu124'],
+            },
+            'variants_check': 'agree',
         },
         '2.5.1': {
             'variants': ['cu118', 'cu121', 'cu124'],
@@ -255,6 +332,12 @@ RELEASE_DATA = {
             'torchaudio': '2.5.1',
             'wheel': 'torch-2.5.1-cp39-cp39-manylinux1_x86_64.whl',
             'uploaded': '2024-10-29',
+            'variants_channels': {
+                'matrix-release': ['cu118', 'cu121', 'cu124'],
+                'matrix-test': ['cu118', 'cu121', 'cu124'],
+                'pypi-default': ['cu124'],
+            },
+            'variants_check': 'agree',
         },
         '2.6.0': {
             'variants': ['cu118', 'cu124', 'cu126'],
@@ -268,6 +351,12 @@ RELEASE_DATA = {
             'torchaudio': '2.6.0',
             'wheel': 'torch-2.6.0-cp39-cp39-manylinux1_x86_64.whl',
             'uploaded': '2025-01-29',
+            'variants_channels': {
+                'matrix-release': ['cu118', 'cu124', 'cu126'],
+                'matrix-test': ['cu118', 'cu124', 'cu126'],
+                'pypi-default': ['cu124'],
+            },
+            'variants_check': 'agree',
         },
         '2.7.0': {
             'variants': ['cu118', 'cu126', 'cu128'],
@@ -281,6 +370,12 @@ RELEASE_DATA = {
             'torchaudio': '2.7.0',
             'wheel': 'torch-2.7.0-cp39-cp39-manylinux_2_28_x86_64.whl',
             'uploaded': '2025-04-23',
+            'variants_channels': {
+                'matrix-release': ['cu118', 'cu126', 'cu128'],
+                'matrix-test': ['cu118', 'cu126', 'cu128'],
+                'pypi-default': ['cu126'],
+            },
+            'variants_check': 'agree',
         },
         '2.7.1': {
             'variants': ['cu118', 'cu126', 'cu128'],
@@ -294,6 +389,12 @@ RELEASE_DATA = {
             'torchaudio': '2.7.1',
             'wheel': 'torch-2.7.1-cp39-cp39-manylinux_2_28_x86_64.whl',
             'uploaded': '2025-06-04',
+            'variants_channels': {
+                'matrix-release': ['cu118', 'cu126', 'cu128'],
+                'matrix-test': ['cu118', 'cu126', 'cu128'],
+                'pypi-default': ['cu126'],
+            },
+            'variants_check': 'agree',
         },
         '2.8.0': {
             'variants': ['cu126', 'cu128', 'cu129'],
@@ -307,6 +408,12 @@ RELEASE_DATA = {
             'torchaudio': '2.8.0',
             'wheel': 'torch-2.8.0-cp39-cp39-manylinux_2_28_x86_64.whl',
             'uploaded': '2025-08-06',
+            'variants_channels': {
+                'matrix-release': ['cu126', 'cu128', 'cu129'],
+                'matrix-test': ['cu126', 'cu128', 'cu129'],
+                'pypi-default': ['cu128'],
+            },
+            'variants_check': 'agree',
         },
         '2.9.0': {
             'variants': ['cu126', 'cu128', 'cu130'],
@@ -320,6 +427,12 @@ RELEASE_DATA = {
             'torchaudio': '2.9.0',
             'wheel': 'torch-2.9.0-cp310-cp310-manylinux_2_28_x86_64.whl',
             'uploaded': '2025-10-15',
+            'variants_channels': {
+                'matrix-release': ['cu126', 'cu128', 'cu130'],
+                'matrix-test': ['cu126', 'cu128', 'cu130'],
+                'pypi-default': ['cu128'],
+            },
+            'variants_check': 'agree',
         },
         '2.9.1': {
             'variants': ['cu126', 'cu128', 'cu130'],
@@ -333,6 +446,12 @@ RELEASE_DATA = {
             'torchaudio': '2.9.1',
             'wheel': 'torch-2.9.1-cp310-cp310-manylinux_2_28_x86_64.whl',
             'uploaded': '2025-11-12',
+            'variants_channels': {
+                'matrix-release': ['cu126', 'cu128', 'cu130'],
+                'matrix-test': ['cu126', 'cu128', 'cu130'],
+                'pypi-default': ['cu128'],
+            },
+            'variants_check': 'agree',
         },
         '2.10.0': {
             'variants': ['cu126', 'cu128', 'cu130'],
@@ -346,6 +465,12 @@ RELEASE_DATA = {
             'torchaudio': '2.10.0',
             'wheel': 'torch-2.10.0-3-cp310-cp310-manylinux_2_28_x86_64.whl',
             'uploaded': '2026-03-11',
+            'variants_channels': {
+                'matrix-release': ['cu126', 'cu128', 'cu130'],
+                'matrix-test': ['cu126', 'cu128', 'cu130'],
+                'pypi-default': ['cu128'],
+            },
+            'variants_check': 'agree',
         },
         '2.11.0': {
             'variants': ['cu126', 'cu128', 'cu130'],
@@ -359,6 +484,12 @@ RELEASE_DATA = {
             'torchaudio': '2.11.1',
             'wheel': 'torch-2.11.0-cp310-cp310-manylinux_2_28_x86_64.whl',
             'uploaded': '2026-03-23',
+            'variants_channels': {
+                'matrix-release': ['cu126', 'cu128', 'cu130'],
+                'matrix-test': ['cu126', 'cu130', 'cu132'],
+                'pypi-default': ['cu130'],
+            },
+            'variants_check': 'disagree',
         },
         '2.12.0': {
             'variants': ['cu126', 'cu130', 'cu132'],
@@ -372,6 +503,12 @@ RELEASE_DATA = {
             'torchaudio': '',
             'wheel': 'torch-2.12.0-cp310-cp310-manylinux_2_28_x86_64.whl',
             'uploaded': '2026-05-13',
+            'variants_channels': {
+                'matrix-release': ['cu126', 'cu130', 'cu132'],
+                'matrix-test': ['cu126', 'cu130', 'cu132'],
+                'pypi-default': ['cu130'],
+            },
+            'variants_check': 'agree',
         },
         '2.12.1': {
             'variants': ['cu126', 'cu130', 'cu132'],
@@ -385,6 +522,12 @@ RELEASE_DATA = {
             'torchaudio': '',
             'wheel': 'torch-2.12.1-cp310-cp310-manylinux_2_28_x86_64.whl',
             'uploaded': '2026-06-17',
+            'variants_channels': {
+                'matrix-release': ['cu126', 'cu130', 'cu132'],
+                'matrix-test': ['cu126', 'cu130', 'cu132'],
+                'pypi-default': ['cu130'],
+            },
+            'variants_check': 'agree',
         },
         '2.13.0': {
             'variants': ['cu126', 'cu130', 'cu132'],
@@ -398,6 +541,12 @@ RELEASE_DATA = {
             'torchaudio': '',
             'wheel': 'torch-2.13.0-cp310-cp310-manylinux_2_28_x86_64.whl',
             'uploaded': '2026-07-08',
+            'variants_channels': {
+                'matrix-release': ['cu126', 'cu130', 'cu132'],
+                'matrix-test': ['cu126', 'cu130', 'cu132'],
+                'pypi-default': ['cu130'],
+            },
+            'variants_check': 'agree',
         },
         '2.14.0': {
             'variants': ['cu126', 'cu130', 'cu132', 'cu134'],
@@ -411,6 +560,11 @@ RELEASE_DATA = {
             'torchaudio': '',
             'wheel': 'torch-2.14.0-cp310-cp310-manylinux_2_28_x86_64.whl',
             'uploaded': '2026-09-02',
+            'variants_channels': {
+                'matrix-test': ['cu126', 'cu130', 'cu132', 'cu134'],
+                'pypi-default': ['cu130'],
+            },
+            'variants_check': 'one channel',
         },
         '2.14.1': {
             'variants': ['cu130'],
@@ -424,6 +578,10 @@ RELEASE_DATA = {
             'torchaudio': '',
             'wheel': 'torch-2.14.1-cp310-cp310-manylinux_2_28_x86_64.whl',
             'uploaded': '2026-09-30',
+            'variants_channels': {
+                'pypi-default': ['cu130'],
+            },
+            'variants_check': 'one channel',
         },
         '2.15.0': {
             'variants': ['cu132'],
@@ -437,8 +595,13 @@ RELEASE_DATA = {
             'torchaudio': '',
             'wheel': 'torch-2.15.0-cp311-cp311-manylinux_2_28_x86_64.whl',
             'uploaded': '2026-10-28',
+            'variants_channels': {
+                'pypi-default': ['cu132'],
+            },
+            'variants_check': 'one channel',
         },
     },
+    'torch_not_supported': [],
     'nccl_wheels': {
         'cu11': ['2.13.4', '2.14.3', '2.15.5', '2.16.2', '2.16.5', '2.18.3', '2.19.3', '2.20.5', '2.21.5'],
         'cu12': [

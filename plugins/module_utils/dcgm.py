@@ -139,18 +139,34 @@ def _as_list(value):
     return value if isinstance(value, list) else [value]
 
 
+def _diag_document(text):
+    """(document, offset): the first JSON object in ``text`` with a DCGM key (else the first object at all): dcgmi
+    (or a wrapper) may print text before it, with braces of its own, and after it. Raises DcgmParseError naming
+    what was there instead."""
+    decoder = json.JSONDecoder()
+    start, first_error, fallback = text.find("{"), None, None
+    if start < 0:
+        raise DcgmParseError("no JSON document in dcgmi output: %r" % text.strip()[:200])
+    while start >= 0:
+        try:
+            doc, _end = decoder.raw_decode(text, start)
+        except ValueError as exc:
+            first_error = first_error or (exc, start)
+        else:
+            if isinstance(doc, dict) and ("DCGM Diagnostic" in doc or "DCGM GPU Diagnostic" in doc):
+                return doc, start
+            fallback = fallback if fallback is not None else (doc, start)
+        start = text.find("{", start + 1)
+    if fallback is not None and isinstance(fallback[0], dict):
+        return fallback  # a JSON object without a DCGM key: the caller names its keys
+    exc, at = first_error or (ValueError("no object"), 0)
+    raise DcgmParseError("dcgmi output is not valid JSON (%s): %r" % (exc, text[at:at + 200]))
+
+
 def parse_dcgm_diag(text):
     """Parse ``dcgmi diag -j`` output into plain data; raise DcgmParseError when there is no document."""
     text = text or ""
-    start = text.find("{")
-    if start < 0:
-        raise DcgmParseError("no JSON document in dcgmi output: %r" % text.strip()[:200])
-    try:
-        doc = json.loads(text[start:text.rfind("}") + 1])
-    except ValueError as exc:
-        raise DcgmParseError("dcgmi output is not valid JSON (%s): %r" % (exc, text[start:start + 200]))
-    if not isinstance(doc, dict):
-        raise DcgmParseError("dcgmi JSON is not an object")
+    doc, start = _diag_document(text)
     if "DCGM Diagnostic" in doc:
         schema, root = "4", doc["DCGM Diagnostic"]
     elif "DCGM GPU Diagnostic" in doc:

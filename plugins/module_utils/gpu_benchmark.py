@@ -23,10 +23,11 @@ from __future__ import annotations
 
 from ansible_collections.gpufleet.cluster.plugins.module_utils.bandwidth import DEFAULT_FRACTION, name_culprits
 from ansible_collections.gpufleet.cluster.plugins.module_utils.bandwidth_plan import rdma_endpoint
+from ansible_collections.gpufleet.cluster.plugins.module_utils.figures import judge_figure
 from ansible_collections.gpufleet.cluster.plugins.module_utils.findings import make_finding
 from ansible_collections.gpufleet.cluster.plugins.module_utils.gpu_models import lookup_model
 from ansible_collections.gpufleet.cluster.plugins.module_utils.nccl_tests import (
-    large_message_busbw, normalize_collective, parse_nccl_tests)
+    large_message_band, normalize_collective, parse_nccl_tests)
 from ansible_collections.gpufleet.cluster.plugins.module_utils.smoke_report import LARGE_MESSAGE_BYTES
 from ansible_collections.gpufleet.cluster.plugins.module_utils.smoke_verdict import MULTI_NODE_EFFICIENCY, busbw_threshold
 
@@ -39,11 +40,15 @@ def nccl_run_summary(log, rc, collective, expected_ranks=None, large_bytes=LARGE
     process alone). ``busbw_gbps`` is the peak busbw over the sizes >= ``large_bytes``.
     """
     name = normalize_collective(collective)
-    tests = [t for t in parse_nccl_tests(log or "") if t.get("collective") in (name, None) and t.get("rows")]
+    parsed = [t for t in parse_nccl_tests(log or "") if t.get("collective") in (name, None)]
+    tests = [t for t in parsed if t.get("rows")]
     test = tests[-1] if tests else None
     problems = []
     if rc not in (0, None):
         problems.append("exit status %s" % rc)
+    # A test that failed (before its table or after some rows) says why in nccl-tests' own words.
+    problems += ["%s: %s" % (f.get("where") or f.get("host") or "nccl-tests", f.get("message"))
+                 for t in parsed for f in t.get("failures") or []]
     if test is None:
         problems.append("no %s table in the output" % name)
         return {"collective": name, "nranks": None, "busbw_gbps": None, "avg_busbw_gbps": None, "rows": [],
@@ -57,8 +62,14 @@ def nccl_run_summary(log, rc, collective, expected_ranks=None, large_bytes=LARGE
     rows = [{"size_bytes": r["size_bytes"],
              "busbw_gbps": max([h["busbw_gbps"] for h in (r["out_of_place"], r["in_place"])
                                 if h.get("busbw_gbps") is not None] or [None])} for r in test["rows"]]
+    # No large-message figure (a sweep that stopped short), or one that is no figure, is a run that cannot be
+    # trusted: never a pass for want of a number to compare.
+    band = large_message_band(test, min_size_bytes=large_bytes)
+    busbw, problem = judge_figure(band["busbw_gbps"] if band else None,
+                                  "busbw at messages >= %d B" % large_bytes, "GB/s", zero_ok=True)
+    problems += [problem] if problem else []
     return {"collective": name, "nranks": test.get("nranks"), "rc": rc, "problems": problems,
-            "busbw_gbps": large_message_busbw(test, min_size_bytes=large_bytes),
+            "busbw_gbps": busbw, "collapse": (band or {}).get("collapse"),
             "avg_busbw_gbps": test.get("avg_busbw_gbps"), "rows": rows, "wrong_total": test.get("wrong_total")}
 
 
@@ -66,7 +77,12 @@ def nccl_floor(collective, model_key, gpus_per_node, nnodes, rdma_gbps_per_node=
                override=None):
     """(floor in GB/s or None, where it comes from)."""
     if override not in (None, ""):
-        return float(override), "gpu_benchmark_thresholds"
+        try:
+            number = float(override)  # an operator's "300" from the command line is meant as 300
+        except (TypeError, ValueError):
+            number = override
+        floor, problem = judge_figure(number, "the gpu_benchmark_thresholds floor %r" % (override,), "GB/s")
+        return (floor, "gpu_benchmark_thresholds") if problem is None else (None, problem + "; set a floor in GB/s")
     name = normalize_collective(collective)
     if name == "all_reduce":
         floor, source = busbw_threshold(model_key, int(gpus_per_node), int(nnodes), "nccl", rdma_gbps_per_node)
@@ -98,8 +114,9 @@ def judge_run(kind, summary, floor, source, nodes, binary):
         for node in nodes:
             findings.append(make_finding(
                 "NCCL_TESTS_BUSBW_LOW", "fail", node,
-                "%s: busbw %.2f GB/s at large messages is below %.2f GB/s (%s)" % (
-                    label, summary["busbw_gbps"], floor, source),
+                "%s: busbw %.2f GB/s at large messages is below %.2f GB/s (%s)%s" % (
+                    label, summary["busbw_gbps"], floor, source,
+                    "; " + summary["collapse"]["text"] if summary.get("collapse") else ""),
                 "Check NVLink (nvidia-smi nvlink -s) inside a node, the HCAs and GPUDirect RDMA across nodes, "
                 "and the bandwidth pair tests (bandwidth.json)",
                 value=round(summary["busbw_gbps"], 3), threshold=round(floor, 3), run=kind))

@@ -20,6 +20,8 @@ from __future__ import annotations
 import json
 
 from ansible_collections.gpufleet.cluster.plugins.module_utils.bandwidth import median
+from ansible_collections.gpufleet.cluster.plugins.module_utils.figures import (
+    figure_finding, judge_figure, missing, missing_finding)
 from ansible_collections.gpufleet.cluster.plugins.module_utils.findings import make_finding
 from ansible_collections.gpufleet.cluster.plugins.module_utils.gpu_peaks import peak_row
 DEFAULT_MIN_PEAK_FRACTION = 0.5
@@ -41,6 +43,17 @@ def parse_microbench(text):
     return lines
 
 
+def _figure(value, peak, key, label, unit):
+    """One figure beside its datasheet peak; a figure that is no figure (figures.judge_figure) is kept as
+    None with its ``problem``, which the verdict fails."""
+    figure, problem = judge_figure(value, label, unit, zero_ok=True)
+    entry = {key: figure, "peak_" + key: peak,
+             "efficiency": round(figure / peak, 4) if peak and figure is not None else None}
+    if problem:
+        entry["problem"] = problem
+    return entry
+
+
 def _gpu_records(node, lines):
     """One record per device line: its figures with the datasheet peak and the efficiency beside each."""
     records = []
@@ -50,14 +63,14 @@ def _gpu_records(node, lines):
         row = peak_row(line.get("name")) if line["device"] == "cuda" else None
         record["model_key"] = row["model_key"] if row else None
         record["source"] = row["source"] if row else None
-        for dtype, tflops in sorted((line.get("gemm_tflops") or {}).items()):
-            peak = row["dense_tflops"].get(dtype) if row else None
-            record["gemm"][dtype] = {"tflops": tflops, "peak_tflops": peak,
-                                     "efficiency": round(tflops / peak, 4) if peak and tflops is not None else None}
-        gbps = line.get("copy_gbps")
-        peak = row["memory_gbps"] if row else None
-        record["memory"] = {"gbps": gbps, "peak_gbps": peak,
-                            "efficiency": round(gbps / peak, 4) if peak and gbps is not None else None}
+        label = "GPU %s" % record["index"] if line["device"] == "cuda" else "CPU"
+        gemm = line.get("gemm_tflops")
+        for dtype, tflops in sorted((gemm if isinstance(gemm, dict) else {}).items()):
+            record["gemm"][dtype] = _figure(tflops, row["dense_tflops"].get(dtype) if row else None, "tflops",
+                                            "%s %s GEMM" % (label, dtype), "TFLOPS")
+        record["memory"] = _figure(line.get("copy_gbps"), row["memory_gbps"] if row else None, "gbps",
+                                   "%s memory copy%s" % (label, " (%s)" % line["copy_error"] if line.get("copy_error") else ""),
+                                   "GB/s")
         records.append(record)
     return records
 
@@ -101,51 +114,100 @@ def _gpu_finding(record, metric, figure, peak, cluster_median, min_peak_fraction
         metric=metric)
 
 
-def compute_verdict(nodes, runs, min_peak_fraction=DEFAULT_MIN_PEAK_FRACTION, slow_fraction=DEFAULT_SLOW_FRACTION):
+def _expected_count(expected_gpus, node):
+    """The GPUs ``node`` should report: ``expected_gpus`` is {node: count} or one count for every node;
+    None (or 0) when unknown."""
+    count = expected_gpus.get(node) if isinstance(expected_gpus, dict) else expected_gpus
+    figure = judge_figure(count, "expected GPU count", bounds=(1, 4096))[0]
+    return int(figure) if figure is not None and figure == int(figure) else None
+
+
+def _missing_gpus(node, records, expected):
+    """(FIGURE_MISSING findings, not_checked) for the GPUs of ``node`` that printed no line: every index below
+    the expected count, else the gaps below the highest index seen (the last GPU's absence is then said to
+    be unchecked, never passed)."""
+    indexes = [r["index"] for r in records if r["device"] == "cuda"]
+    if not indexes:
+        # torch saw no GPU: CPU figures, labelled and not judged (compute_verdict says so); GPUs the node has
+        # are named unmeasured.
+        return [], [{"check": "per-GPU compute and memory", "node": node, "reason": (
+            "GPU count: not checked: torch saw none of the %d GPU(s) gpu_info lists (a CPU-only torch, or a "
+            "driver/CUDA mismatch)" % expected)}] if expected else []
+    whole = [i for i in indexes if isinstance(i, int) and not isinstance(i, bool)]
+    top = expected if expected else max(whole or [0]) + 1
+    basis = "%d expected" % top if expected else "indexes up to %d seen" % (top - 1)
+    findings = [missing_finding(
+        node, "GPU %s printed no figure (torch measured %d GPU(s), %s)" % (index, len(indexes), basis),
+        "Check that GPU %s is visible to torch and nvidia-smi (dmesg Xid, nvidia-smi -q -i %s); rerun the benchmark"
+        % (index, index), gpu_index=index, threshold=top, metric="gpu_count") for index in missing(range(top), whole)]
+    not_checked = [] if expected else [{"check": "GPU count", "node": node, "reason": (
+        "GPU count: not checked (no expected count for %s from gpu_info or gpufleet_expected_gpu_count), so "
+        "a missing last GPU cannot be seen" % node)}]
+    return findings, not_checked
+
+
+def _judge_gpu(r, medians, min_peak_fraction, slow_fraction):
+    """(findings, not_checked) for one GPU record."""
+    findings, not_checked = [], []
+    if r["model_key"] is None:
+        not_checked.append({"check": "datasheet comparison", "node": r["node"],
+                            "reason": "no datasheet row for %s in gpu_peaks.py" % r["name"]})
+    for dtype, reason in sorted(r["skipped"].items()):
+        not_checked.append({"check": "%s GEMM" % dtype, "node": r["node"], "reason": "GPU %s: %s" % (r["index"], reason)})
+    group = r["model_key"] or r["name"]
+    figures = [(dtype, f, f["tflops"], f["peak_tflops"]) for dtype, f in sorted(r["gemm"].items())]
+    figures.append(("memory", r["memory"], r["memory"]["gbps"], r["memory"]["peak_gbps"]))
+    for metric, entry, figure, peak in figures:
+        if entry.get("problem"):
+            findings.append(figure_finding(
+                r["node"], entry["problem"], "Rerun the benchmark on the idle node and read its output; a GPU that "
+                "yields no figure is as suspect as a slow one", gpu_index=r["index"], gpu_bus_id=r.get("bus_id"),
+                metric=metric))
+            continue
+        finding = _gpu_finding(r, metric, figure, peak, medians.get((group, metric)), min_peak_fraction, slow_fraction)
+        findings += [finding] if finding else []
+    return findings, not_checked
+
+
+def compute_verdict(nodes, runs, min_peak_fraction=DEFAULT_MIN_PEAK_FRACTION, slow_fraction=DEFAULT_SLOW_FRACTION,
+                    expected_gpus=None):
     """Judge every node's microbenchmark: ``{gpus, cpus, findings, not_checked, summary}``.
 
     ``runs`` maps node -> ``{stdout, rc, stderr}`` (or ``{reason}`` when it did not run). Each GPU's GEMM
     (per dtype) and memory figure is compared with its model's datasheet peak (gpu_peaks.py) and with the
-    median of the same model's GPUs in the cluster, which names the slow GPU. A node without a GPU torch
-    can use reports CPU figures, labelled as such and never compared with a GPU datasheet.
+    median of the same model's GPUs in the cluster, which names the slow GPU. A figure that is no figure
+    (figures.judge_figure: NaN, text, absurd) fails its GPU (FIGURE_INVALID); a GPU below ``expected_gpus``
+    ({node: count} or one count) that printed no line fails too (FIGURE_MISSING). A node without a GPU
+    torch can use reports CPU figures, labelled as such and never compared with a GPU datasheet.
     """
-    records, not_checked = [], []
+    records, not_checked, findings = [], [], []
     for node in nodes:
-        run = runs.get(node) or {}
-        lines = parse_microbench(run.get("stdout"))
+        run = runs.get(node) if isinstance(runs.get(node), dict) else {"reason": "no run result: %r" % (runs.get(node),)}
+        lines = parse_microbench(run.get("stdout") if isinstance(run.get("stdout"), str) else "")
         if not lines:
             not_checked.append({"check": "per-GPU compute and memory", "node": node,
                                 "reason": run.get("reason") or "the benchmark printed no figure (rc %s): %s" % (
-                                    run.get("rc"), (run.get("stderr") or run.get("stdout") or "")[-300:].strip())})
+                                    run.get("rc"), str(run.get("stderr") or run.get("stdout") or "")[-300:].strip())})
             continue
-        records += _gpu_records(node, lines)
+        mine = _gpu_records(node, lines)
+        absent, unchecked = _missing_gpus(node, mine, _expected_count(expected_gpus, node))
+        records, findings, not_checked = records + mine, findings + absent, not_checked + unchecked
     medians = _medians(records)
-    findings = []
     for r in records:
         if r["device"] == "cpu":
             not_checked.append({"check": "per-GPU compute and memory", "node": r["node"],
                                 "reason": "no GPU torch can use: CPU figures (%s) reported, not compared with a GPU "
                                           "datasheet" % r["name"]})
             continue
-        if r["model_key"] is None:
-            not_checked.append({"check": "datasheet comparison", "node": r["node"],
-                                "reason": "no datasheet row for %s in gpu_peaks.py" % r["name"]})
-        for dtype, reason in sorted(r["skipped"].items()):
-            not_checked.append({"check": "%s GEMM" % dtype, "node": r["node"], "reason": "GPU %s: %s" % (r["index"], reason)})
-        group = r["model_key"] or r["name"]
-        for dtype, figure in r["gemm"].items():
-            finding = _gpu_finding(r, dtype, figure["tflops"], figure["peak_tflops"], medians.get((group, dtype)),
-                                   min_peak_fraction, slow_fraction)
-            findings += [finding] if finding else []
-        finding = _gpu_finding(r, "memory", r["memory"]["gbps"], r["memory"]["peak_gbps"], medians.get((group, "memory")),
-                               min_peak_fraction, slow_fraction)
-        findings += [finding] if finding else []
+        gpu_findings, gpu_not_checked = _judge_gpu(r, medians, min_peak_fraction, slow_fraction)
+        findings, not_checked = findings + gpu_findings, not_checked + gpu_not_checked
     return {"gpus": [r for r in records if r["device"] == "cuda"], "cpus": [r for r in records if r["device"] == "cpu"],
             "findings": findings, "not_checked": _unique(not_checked), "summary": [_compute_line(r) for r in records]}
 
 
 def _compute_line(record):
-    gemm = ", ".join("%s %.1f TFLOPS%s" % (d, f["tflops"], " (%.0f %%)" % (100 * f["efficiency"]) if f["efficiency"] else "")
+    gemm = ", ".join("%s %s TFLOPS%s" % (d, "%.1f" % f["tflops"] if f["tflops"] is not None else "no figure",
+                                         " (%.0f %%)" % (100 * f["efficiency"]) if f["efficiency"] else "")
                      for d, f in sorted(record["gemm"].items()))
     memory = record["memory"]
     mem = "copy %s GB/s%s" % (memory["gbps"], " (%.0f %%)" % (100 * memory["efficiency"]) if memory["efficiency"] else "")

@@ -310,3 +310,84 @@ def model_name_for_pci_id(device_id):
         return NVSWITCH_PCI_IDS[pci]
     model = _BY_PCI.get(pci)
     return model["name"] if model else None
+
+
+# NVLink per model key: every model above has a row (tests/unit walks MODELS), so a GPU the solver knows is never
+# left unchecked for want of a row. Three kinds of row:
+#   links/gbps: what ``nvidia-smi nvlink -s`` prints on a healthy part (gbps None: the link count is checked,
+#               the per-link rate is not, for want of a capture);
+#   links 0:    the part has no NVLink;
+#   links None: the count depends on the system (an optional bridge, a platform choice): not checked, ``reason`` says why.
+# Per-link rates are per direction as nvidia-smi prints them: NVLink2 25.781, NVLink3 25.0, NVLink4 26.562 and
+# NVLink5 53.125 GB/s (the signalling rate; NVIDIA's "50 GB/s" x 1.0625, as 26.562 is 25 x 1.0625).
+_NVL2_V100 = "nvidia-smi nvlink -s on Tesla V100-SXM2-32GB: Link 0..5 at 25.781 GB/s (Azure/azhpc-diagnostics issue #73)"
+_NVL3_A100 = "leptonai/gpud pkg/nvidia-query/testdata/nvidia-smi.nvlink.status.a100 (12 x 25 GB/s)"
+_NVL4_H100 = "stas00/ml-engineering compute/accelerator/nvidia/debug.md (H100 80GB HBM3, links 0..17 at 26.562 GB/s)"
+_NVL5 = ("nvidia-smi nvlink -s on a GB200 (NVIDIA/k8s-test-infra issue #371, 18 x 53.125 GB/s); B100/B200/B300/GB300"
+         " have the same NVLink 5 (1.8 TB/s = 18 links, NVIDIA datasheets)")
+_NO_NVLINK = "NVIDIA datasheet: no NVLink on this part (PCIe only)"
+_BRIDGE = "NVLink through an optional bridge: the link count depends on the bridges fitted, so it is not checked"
+
+
+def _nvl(links, gbps, source):
+    return {"links": links, "gbps": gbps, "source": source, "reason": None}
+
+
+def _no_nvlink(source=_NO_NVLINK):
+    return {"links": 0, "gbps": None, "source": source, "reason": None}
+
+
+def _unknown(reason):
+    return {"links": None, "gbps": None, "source": None, "reason": reason}
+
+
+NVLINK_BY_KEY = {
+    "p100-pcie-16gb": _no_nvlink(), "p100-pcie-12gb": _no_nvlink(),
+    "p100-sxm2-16gb": _nvl(4, None, "NVIDIA Tesla P100 datasheet: 4 NVLink 1 links (no nvlink -s capture for the rate)"),
+    "p40": _no_nvlink(), "p4": _no_nvlink(),
+    "v100-sxm2-16gb": _nvl(6, 25.781, _NVL2_V100), "v100-sxm2-32gb": _nvl(6, 25.781, _NVL2_V100),
+    "v100-sxm3-32gb": _nvl(6, 25.781, _NVL2_V100 + "; SXM3 (DGX-2) has the same 6 NVLink 2 links"),
+    "v100-pcie-16gb": _no_nvlink(), "v100-pcie-32gb": _no_nvlink(), "v100s-pcie-32gb": _no_nvlink(),
+    "titan-v": _no_nvlink(),
+    "t4": _no_nvlink(), "quadro-rtx-8000": _unknown(_BRIDGE), "quadro-rtx-6000": _unknown(_BRIDGE),
+    "quadro-rtx-5000": _unknown(_BRIDGE), "quadro-rtx-4000": _no_nvlink(),
+    "rtx-2080-ti": _unknown(_BRIDGE), "rtx-2080-super": _unknown(_BRIDGE), "rtx-2080": _unknown(_BRIDGE),
+    "rtx-2070": _no_nvlink(), "titan-rtx": _unknown(_BRIDGE),
+    "a100-sxm4-40gb": _nvl(12, 25.0, _NVL3_A100), "a100-sxm4-80gb": _nvl(12, 25.0, _NVL3_A100),
+    "a100-pcie-40gb": _unknown(_BRIDGE), "a100-pcie-80gb": _unknown(_BRIDGE),
+    "a100": _unknown("'A100' names no form factor: SXM4 has 12 links, PCIe none or a 3-link bridge"),
+    "a800-sxm4-80gb": _nvl(8, 25.0, "NVIDIA A800 datasheet: NVLink 400 GB/s = 8 of the A100's 25 GB/s links"),
+    "a800-pcie-80gb": _unknown(_BRIDGE), "a30": _unknown(_BRIDGE), "a40": _unknown(_BRIDGE),
+    "a10": _no_nvlink(), "a10g": _no_nvlink(), "a16": _no_nvlink(), "a2": _no_nvlink(),
+    "rtx-a6000": _unknown(_BRIDGE), "rtx-a5000": _unknown(_BRIDGE), "rtx-a4500": _unknown(_BRIDGE),
+    "rtx-a4000": _no_nvlink(), "rtx-3090-ti": _unknown(_BRIDGE), "rtx-3090": _unknown(_BRIDGE),
+    "rtx-3080-ti": _no_nvlink(), "rtx-3080": _no_nvlink(), "rtx-3070": _no_nvlink(), "rtx-3060": _no_nvlink(),
+    "h100-sxm5-80gb": _nvl(18, 26.562, _NVL4_H100),
+    "h100-pcie": _unknown(_BRIDGE), "h100-nvl": _unknown(_BRIDGE),
+    "h100": _unknown("'H100' names no form factor: SXM5 has 18 links, PCIe/NVL parts a bridge or none"),
+    "h800": _nvl(8, 26.562, "NVIDIA H800 datasheet: NVLink 400 GB/s = 8 NVLink 4 links; rate as " + _NVL4_H100),
+    "h800-pcie": _unknown(_BRIDGE),
+    "h20": _nvl(18, 26.562, "NVIDIA H20: NVLink 900 GB/s = 18 NVLink 4 links; rate as " + _NVL4_H100),
+    "h200": _nvl(18, 26.562, "H200 SXM: NVLink 4, 900 GB/s = 18 links; rate as " + _NVL4_H100),
+    "h200-nvl": _unknown(_BRIDGE),
+    "gh200": _unknown("GH200's GPU NVLinks are wired by the platform (NVL2/NVL32 or none); NVLink-C2C to Grace is not listed"),
+    "gh200-144g": _unknown("GH200's GPU NVLinks are wired by the platform (NVL2/NVL32 or none); NVLink-C2C to Grace is not listed"),
+    "b200": _nvl(18, 53.125, _NVL5), "b100": _nvl(18, 53.125, _NVL5), "gb200": _nvl(18, 53.125, _NVL5),
+    "b300": _nvl(18, 53.125, _NVL5), "gb300": _nvl(18, 53.125, _NVL5),
+    "rtx-pro-6000-blackwell": _no_nvlink(), "rtx-5090": _no_nvlink(), "rtx-5080": _no_nvlink(),
+    "rtx-5070-ti": _no_nvlink(), "rtx-5070": _no_nvlink(),
+}
+# Ada Lovelace has no NVLink on any part.
+for _model in MODELS:
+    if _model["architecture"] == ADA:
+        NVLINK_BY_KEY.setdefault(_model["key"], _no_nvlink("NVIDIA: no Ada Lovelace part has NVLink"))
+
+
+def nvlink_for_model(name_or_pci_id):
+    """``{links, gbps, source, reason, model}`` for a GPU name or PCI id (``links`` 0: no NVLink; None: not checked,
+    ``reason`` says why). An unknown GPU gives links None with that reason."""
+    model = lookup_model(name_or_pci_id)
+    if model is None:
+        return dict(_unknown("GPU %r is not in the model table (gpu_models.MODELS)" % (name_or_pci_id,)), model=None)
+    row = NVLINK_BY_KEY.get(model["key"]) or _unknown("no NVLink row for model %s" % model["key"])
+    return dict(row, model=model["key"])

@@ -71,6 +71,11 @@ REMEDIATION = {
 
 UNKNOWN = "unknown"
 
+# Where an expected value comes from, for a property the inventory can pin (a lone node, or a cluster that lost
+# the same GPU everywhere, has no majority to tell it apart).
+EXPECTED_SOURCE = {"gpu_count": "gpufleet_expected_gpu_count"}
+NOT_CHECKED_ALONE = {"gpu_count": "GPU count"}
+
 
 def _freeze(value):
     if isinstance(value, list) or isinstance(value, tuple):
@@ -111,11 +116,29 @@ def quoted(value):
     return display(value)
 
 
-def homogeneity(nodes, properties=None, allow_mixed=None):
-    """Group every property's values across nodes (see module doc for the rules)."""
+def _expected_values(expected):
+    """The pinned values that mean something: None, "" and a count of 0 (inventory default) pin nothing."""
+    return {prop: value for prop, value in (expected or {}).items()
+            if value is not None and value != "" and not (prop in EXPECTED_SOURCE and value == 0)}
+
+
+def _not_checked(names, properties, expected):
+    """A lone node has no other node to be compared with: what the inventory does not pin is not checked."""
+    if len(names) != 1:
+        return []
+    return [{"check": prop, "node": names[0], "reason": "%s: not checked (one node): set %s in the inventory to hold "
+             "a lone node to a count" % (NOT_CHECKED_ALONE[prop], EXPECTED_SOURCE[prop])}
+            for prop in properties if prop in NOT_CHECKED_ALONE and prop not in expected]
+
+
+def homogeneity(nodes, properties=None, allow_mixed=None, expected=None):
+    """Group every property's values across nodes (see module doc for the rules). ``expected`` pins a
+    property's value ({"gpu_count": 8}, from the inventory): every node that differs is an outlier, even a
+    lone node or a majority; a lone node's unpinned gpu_count is listed under ``not_checked``."""
     if properties is None:
         properties = DEFAULT_PROPERTIES
     allow = set(allow_mixed or ())
+    pinned = _expected_values(expected)
     names = list(nodes)
     result = {}
     per_node = {}
@@ -137,7 +160,13 @@ def homogeneity(nodes, properties=None, allow_mixed=None):
         tie = len(ordered) > 1 and len(ordered[1][1][1]) == len(majority_nodes)
         allowed = prop in allow
         outliers = []
-        for key, (value, members) in ordered[1:]:
+        deviating = [group for _key, group in ordered[1:]]
+        if prop in pinned:
+            # The inventory's value, not the majority: a lone node, or nodes that all lost the same GPU, differ from it.
+            majority_value, tie = pinned[prop], False
+            majority_nodes = [n for _key, (value, members) in ordered for n in members if value == majority_value]
+            deviating = [group for _key, group in ordered if group[0] != majority_value]
+        for value, members in deviating:
             for node in members:
                 outliers.append({"node": node, "value": value, "expected": majority_value})
         result[prop] = {
@@ -147,9 +176,10 @@ def homogeneity(nodes, properties=None, allow_mixed=None):
             "majority_count": len(majority_nodes),
             "tie": tie,
             "unknown": list(groups[None][1]) if None in groups else [],
-            "homogeneous": len(ordered) <= 1,
+            "homogeneous": len(ordered) <= 1 and not outliers,
             "mixed_allowed": allowed,
             "outliers": outliers,
+            "expected_source": EXPECTED_SOURCE.get(prop, "expected") if prop in pinned else None,
         }
         for o in outliers:
             per_node.setdefault(o["node"], []).append({
@@ -160,6 +190,7 @@ def homogeneity(nodes, properties=None, allow_mixed=None):
                 "majority_count": len(majority_nodes),
                 "tie": tie,
                 "allowed": allowed,
+                "source": result[prop]["expected_source"],
             })
 
     flat = [rec for node in names for rec in per_node.get(node, ())]
@@ -169,6 +200,7 @@ def homogeneity(nodes, properties=None, allow_mixed=None):
         "homogeneous": all(info["homogeneous"] or info["mixed_allowed"] for info in result.values()),
         "outliers": flat,
         "outlier_nodes": [n for n in names if any(not rec["allowed"] for rec in per_node.get(n, ()))],
+        "not_checked": _not_checked(names, properties, pinned),
     }
 
 
@@ -180,7 +212,9 @@ def outlier_findings(report, severity="fail"):
     for o in report.get("outliers", []):
         if o.get("allowed"):
             continue
-        if o.get("tie"):
+        if o.get("source"):
+            basis = "the inventory's %s; %d of %d nodes have it" % (o["source"], o["majority_count"], total)
+        elif o.get("tie"):
             basis = "no clear majority; %d of %d nodes each, expected value chosen by sort order" % (
                 o["majority_count"], total)
         else:
@@ -192,4 +226,10 @@ def outlier_findings(report, severity="fail"):
             REMEDIATION.get(o["property"],
                             "Make the node match the others, or list the property in preflight_allow_mixed."),
             value=o["value"], threshold=o["expected"]))
+    for entry in report.get("not_checked", []):
+        # A lone node passes no comparison by having nothing to compare with: said, with what would check it.
+        out.append(make_finding(
+            "HOMOGENEITY_NOT_CHECKED", "warn", entry["node"], "%s: %s" % (entry["node"], entry["reason"]),
+            "Set %s in the inventory, or check the node together with the rest of the cluster (no --limit)"
+            % EXPECTED_SOURCE.get(entry["check"], "the expected value"), property=entry["check"]))
     return out

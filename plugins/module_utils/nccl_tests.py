@@ -80,6 +80,9 @@ _COLLECTIVE_END_RE = re.compile(r"^#\s*Collective test concluded:\s*(\S+)")
 _RANK_RE = re.compile(r"^#\s+Rank\s+(\d+)\s+Group\s+\d+\s+Pid\s+\d+\s+on\s+(\S+)\s+device\s+(\d+)\s*(?:\[([^\]]*)\])?\s*(.*)$")
 _AVG_RE = re.compile(r"^#\s*Avg bus bandwidth\s*:\s*([0-9.eE+-]+|nan|inf)", re.IGNORECASE)
 _OOB_RE = re.compile(r"^#\s*Out of bounds values\s*:\s*(\d+)\s*(OK|FAILED)?", re.IGNORECASE)
+# nccl-tests' own error lines (src/common.h): "host: Test NCCL failure common.cu:959 'internal error ... / '",
+# "host: Test CUDA failure ...", older builds "NCCL failure all_reduce.cu:95 'unhandled cuda error'".
+_FAILURE_RE = re.compile(r"^(?:(\S+): )?(?:Test )?(NCCL|CUDA) failure (\S+) '(.*)'\s*$")
 _VERSION_RE = re.compile(r"^#\s*nccl-tests version\s+(\S+)(?:.*nccl-library=(\d+))?")
 
 
@@ -122,6 +125,8 @@ def _new_test():
         "nccl_library": None,
         "ranks": [],
         "format": None,
+        "failures": [],
+        "ranks_cut": False,
     }
 
 
@@ -169,8 +174,11 @@ def _finish(test):
     wrongs = [half["wrong"] for row in test["rows"] for half in (row["out_of_place"], row["in_place"])
               if half["wrong"] is not None]
     test["wrong_total"] = sum(wrongs) if wrongs else None
-    if test["ranks"]:
-        test["nranks"] = len(test["ranks"])
+    numbers = sorted(rank["rank"] for rank in test["ranks"])
+    # A rank list that is not 0..n-1 was cut (a log kept by its tail): its line count is not the rank count.
+    test["ranks_cut"] = bool(numbers) and numbers != list(range(len(numbers)))
+    if numbers and not test["ranks_cut"]:
+        test["nranks"] = len(numbers)
     return test
 
 
@@ -192,7 +200,17 @@ class _NcclTestsLog(object):
         if self.current is not None and self.current["rows"]:
             self.close_current()
 
+    def started(self):
+        """The pending test got as far as its rank list or an error but printed no table: kept, with no rows."""
+        return bool(self.pending["ranks"] or self.pending["failures"])
+
     def feed(self, line):
+        m = _FAILURE_RE.match(line)
+        if m:
+            target = self.current if self.current is not None else self.pending
+            target["failures"].append({"host": m.group(1), "library": m.group(2), "where": m.group(3),
+                                       "message": m.group(4).strip().rstrip("/").strip()})
+            return
         m = _VERSION_RE.match(line)
         if m:
             self.close_current()
@@ -255,7 +273,11 @@ def parse_nccl_tests(text):
     "wrong_total": int or None, ...}``. Newer nccl-tests print "# Collective test starting: X"
     before each test; a log without it gives collective None. Older logs print an ``error``
     column instead of ``#wrong``: wrong is then None (the error value is kept as ``error``).
-    ``nranks`` counts the "# Rank N ... on host device d" header lines (None when cut off).
+    ``nranks`` counts the "# Rank N ... on host device d" header lines: None when there are none or when the
+    list is not 0..n-1 (``ranks_cut``: the log was trimmed inside it), so a trimmed log is not read as fewer ranks.
+    ``failures`` lists nccl-tests' own error lines (``{host, library, where, message}``); a test that failed
+    before printing its table is still returned, with its ranks, its failures and no rows, so the reason is
+    reported rather than "no table".
     """
     log = _NcclTestsLog()
     for raw in (text or "").splitlines():
@@ -263,25 +285,84 @@ def parse_nccl_tests(text):
         if line:
             log.feed(line)
     log.close_current()
+    if log.started():
+        log.tests.append(_finish(log.pending))
     return log.tests
 
 
-def large_message_busbw(test, min_size_bytes=None, top=None):
-    """Peak out-of-place/in-place busbw over the large sizes of one parsed test.
+# A fall of more than this fraction from the band's peak is described as a collapse in the finding.
+COLLAPSE_FRACTION = 0.10
 
-    Judges large messages, not the sweep average: the sizes >= ``min_size_bytes`` (default:
-    the largest size only) or the ``top`` largest sizes. Returns None without rows.
+
+def _size_text(size_bytes):
+    """1073741824 -> '1 GiB' (nccl-tests sweeps are powers of two; anything else keeps its byte count)."""
+    for unit, scale in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if size_bytes >= scale and size_bytes % scale == 0:
+            return "%d %s" % (size_bytes // scale, unit)
+    return "%d B" % size_bytes
+
+
+def band_busbw(rows, min_size_bytes=None, top=None):
+    """The large-message band of one sweep, judged where it is weakest once it has peaked.
+
+    ``rows``: ``[{"size_bytes", "busbw_gbps"}]``, one per size (the better of out-of-place and in-place).
+    The band is the sizes >= ``min_size_bytes`` (none that large: the largest size), or the ``top``
+    largest, or by default the largest size alone. busbw rises with the message size up to a plateau,
+    so the ramp before the band's peak is expected; a fall after it is not (a send/recv that reaches
+    9 GB/s at 1 GiB and drops to 1 GB/s at 8 GiB has a 9 GB/s peak and a 1 GB/s sustained figure).
+    The judged figure ``busbw_gbps`` is therefore the lowest busbw at or after the peak size.
+
+    Returns None without a figure, else ``{busbw_gbps, peak_gbps, peak_size_bytes, low_gbps,
+    low_size_bytes, band_from_bytes, band_to_bytes, collapse}``; ``collapse`` is None unless the band
+    fell more than COLLAPSE_FRACTION below its peak, else ``{from_gbps, from_size_bytes, to_gbps,
+    to_size_bytes, fraction, text}`` with ``text`` the sentence a finding shows.
     """
-    rows = [r for r in test.get("rows", []) if r.get("size_bytes") is not None]
-    if not rows:
+    sized = sorted((r for r in rows or [] if r.get("size_bytes") is not None and r.get("busbw_gbps") is not None),
+                   key=lambda r: r["size_bytes"])
+    if not sized:
         return None
-    rows.sort(key=lambda r: r["size_bytes"])
     if top:
-        chosen = rows[-int(top):]
+        band = sized[-int(top):]
     elif min_size_bytes is not None:
-        chosen = [r for r in rows if r["size_bytes"] >= min_size_bytes] or rows[-1:]
+        band = [r for r in sized if r["size_bytes"] >= min_size_bytes] or sized[-1:]
     else:
-        chosen = rows[-1:]
-    values = [half["busbw_gbps"] for r in chosen for half in (r["out_of_place"], r["in_place"])
-              if half.get("busbw_gbps") is not None]
-    return max(values) if values else None
+        band = sized[-1:]
+    peak_at = max(range(len(band)), key=lambda i: band[i]["busbw_gbps"])
+    peak = band[peak_at]
+    low = min(band[peak_at:], key=lambda r: r["busbw_gbps"])
+    out = {"busbw_gbps": low["busbw_gbps"], "peak_gbps": peak["busbw_gbps"], "peak_size_bytes": peak["size_bytes"],
+           "low_gbps": low["busbw_gbps"], "low_size_bytes": low["size_bytes"],
+           "band_from_bytes": band[0]["size_bytes"], "band_to_bytes": band[-1]["size_bytes"], "collapse": None}
+    if peak["busbw_gbps"] > 0 and low["busbw_gbps"] < peak["busbw_gbps"] * (1.0 - COLLAPSE_FRACTION):
+        fraction = 1.0 - low["busbw_gbps"] / peak["busbw_gbps"]
+        out["collapse"] = {
+            "from_gbps": peak["busbw_gbps"], "from_size_bytes": peak["size_bytes"],
+            "to_gbps": low["busbw_gbps"], "to_size_bytes": low["size_bytes"], "fraction": fraction,
+            "text": "busbw fell from %.2f GB/s at %s to %.2f GB/s at %s (-%.0f %%; band %s to %s)" % (
+                peak["busbw_gbps"], _size_text(peak["size_bytes"]), low["busbw_gbps"], _size_text(low["size_bytes"]),
+                fraction * 100, _size_text(band[0]["size_bytes"]), _size_text(band[-1]["size_bytes"]))}
+    return out
+
+
+def size_rows(test):
+    """One ``{"size_bytes", "busbw_gbps"}`` per size of a parsed test: the better of out-of-place and in-place."""
+    rows = []
+    for row in test.get("rows", []):
+        values = [half["busbw_gbps"] for half in (row["out_of_place"], row["in_place"])
+                  if half.get("busbw_gbps") is not None]
+        rows.append({"size_bytes": row.get("size_bytes"), "busbw_gbps": max(values) if values else None})
+    return rows
+
+
+def large_message_band(test, min_size_bytes=None, top=None):
+    """band_busbw over one parsed test (see there); None without rows."""
+    return band_busbw(size_rows(test), min_size_bytes=min_size_bytes, top=top)
+
+
+def large_message_busbw(test, min_size_bytes=None, top=None):
+    """The busbw a verdict judges for the large sizes of one parsed test: the band's lowest figure at or
+    after its peak (band_busbw), not the peak, so a collapse at the largest sizes is not hidden. The band
+    is the sizes >= ``min_size_bytes`` (default: the largest size only) or the ``top`` largest sizes.
+    Returns None without rows."""
+    band = large_message_band(test, min_size_bytes=min_size_bytes, top=top)
+    return band["busbw_gbps"] if band else None

@@ -10,8 +10,8 @@ it. Each measuring step therefore also keeps one baseline per node and kind (``c
 GEMM and memory figures; ``nccl``: the node's nccl-tests busbw; ``links``: the node's pair-test figures
 against each peer, per tool and device pair), keyed by the node's hardware (GPU model and count; the
 network, tool and devices of its links). A stored baseline is checked exactly as the smoke job checks
-its own (smoke_verdict.document_problems / metric_problems: schema, finite positive metrics, the same
-hardware key): a broken or foreign one fails with its reason, never passes. A metric the baseline has and
+its own (smoke_verdict.document_problems / metric_problems: schema, metrics that figures.judge_figure
+accepts, the same hardware key): a broken or foreign one fails with its reason, never passes. A metric the baseline has and
 this run did not measure regresses: the part it measured must still be there.
 """
 
@@ -19,10 +19,11 @@ from __future__ import annotations
 
 import json
 
+from ansible_collections.gpufleet.cluster.plugins.module_utils.figures import judge_figure, unit_of
 from ansible_collections.gpufleet.cluster.plugins.module_utils.findings import make_finding
 from ansible_collections.gpufleet.cluster.plugins.module_utils.smoke_parse import slug
 from ansible_collections.gpufleet.cluster.plugins.module_utils.smoke_verdict import (
-    DEFAULT_TOLERANCE, compare_metrics, document_problems, metric_problems, _positive_number)
+    DEFAULT_TOLERANCE, compare_metrics, document_problems, metric_problems)
 
 SCHEMA = "gpufleet.node.baseline/1"
 REQUIRED_KEYS = ("schema", "node", "kind", "hardware_key", "metrics")
@@ -85,11 +86,28 @@ def link_metrics(figures):
                    "metrics": e["metrics"]} for node, e in out.items()}
 
 
+def current_metrics(kind, result, facts=None):
+    """{node: {hardware_key, metrics}} of one kind from the step's result (a dict for compute and nccl, the
+    list of link figures for links). Raises ValueError naming the kind and what came instead (None, text):
+    a result that is not one is no figure to judge, and must not pass nor crash."""
+    wanted = list if kind == "links" else dict
+    if kind not in KINDS:
+        raise ValueError("kind must be one of %s, got %r" % (", ".join(KINDS), kind))
+    if not isinstance(result, wanted):
+        raise ValueError("the %s result must be a %s (the step's verdict), got %s" % (
+            kind, "list of link figures" if kind == "links" else "mapping", json.dumps(result, default=str)[:80]))
+    if kind == "compute":
+        return compute_metrics(result)
+    if kind == "nccl":
+        return nccl_metrics(result, facts if isinstance(facts, dict) else {})
+    return link_metrics(result)
+
+
 def make_node_baseline(cluster, node, kind, current, recorded_at=None):
-    """A baseline document for one node and kind; only finite positive figures are kept."""
+    """A baseline document for one node and kind; only figures figures.judge_figure accepts are kept."""
     return {"schema": SCHEMA, "cluster": cluster, "node": node, "kind": kind,
             "hardware_key": current["hardware_key"], "recorded_at": recorded_at,
-            "metrics": {k: v for k, v in current["metrics"].items() if _positive_number(v)}}
+            "metrics": {k: v for k, v in current["metrics"].items() if judge_figure(v, k, unit_of(k))[1] is None}}
 
 
 def read_document(text):
@@ -103,6 +121,9 @@ def read_document(text):
         return json.loads(text), None
     except ValueError as exc:
         return None, "it is not JSON: %s" % exc
+    except RecursionError:
+        # json recurses per level: a file nested thousands deep is no baseline, and must not crash the step.
+        return None, "it is nested too deeply to be a baseline (%d characters)" % len(text)
 
 
 def node_verdict(kind, cluster, current, stored_texts, tolerance=DEFAULT_TOLERANCE, store=False, recorded_at=None,

@@ -29,32 +29,29 @@ from __future__ import annotations
 import re
 
 from ansible_collections.gpufleet.cluster.plugins.module_utils.findings import make_finding
+from ansible_collections.gpufleet.cluster.plugins.module_utils.gpu_models import nvlink_for_model
 from ansible_collections.gpufleet.cluster.plugins.module_utils.health import check_fabric
 from ansible_collections.gpufleet.cluster.plugins.module_utils.nvidia_smi import parse_nvidia_smi_nvlink
 
-# Links per GPU and GB/s per link as nvidia-smi nvlink -s prints them on healthy parts, keyed by a
-# product-name substring. Sources: A100 SXM4 80GB: leptonai/gpud testdata nvidia-smi.nvlink.status.a100
-# (12 x 25 GB/s); H100 80GB HBM3: stas00/ml-engineering compute/accelerator/nvidia/debug.md (links
-# 0..17 at 26.562 GB/s); H200 uses the same NVLink4 (18 x 26.562, reference/health-checks.md).
-NVLINK_BY_MODEL = {
-    "A100-SXM4": {"links": 12, "gbps": 25.0, "source": "leptonai/gpud pkg/nvidia-query/testdata/nvidia-smi.nvlink.status.a100"},
-    "H100 80GB HBM3": {"links": 18, "gbps": 26.562, "source": "stas00/ml-engineering compute/accelerator/nvidia/debug.md"},
-    "H200": {"links": 18, "gbps": 26.562, "source": "reference/health-checks.md (NVLink4 link arithmetic)"},
-}
 
 
 def expected_nvlink(product_name):
-    """(links, GB/s per link) for a product name, or (None, None) when the model is not in the table."""
-    for key, entry in NVLINK_BY_MODEL.items():
-        if key.lower() in str(product_name or "").lower():
-            return entry["links"], entry["gbps"]
-    return None, None
+    """(links, GB/s per link) from gpu_models' NVLink table: (0, None) for a part without NVLink, (None, None)
+    when the count is not a property of the model or the model is unknown (nvlink_expectation says why)."""
+    row = nvlink_for_model(product_name)
+    return row["links"], row["gbps"]
+
+
+def nvlink_expectation(product_name):
+    """gpu_models.nvlink_for_model: ``{links, gbps, source, reason, model}``."""
+    return nvlink_for_model(product_name)
 
 
 _GPU = re.compile(r"^GPU (\d+): (.*?)(?: \(UUID: ([^)]+)\))?\s*$")
 _LINK_COUNTER = re.compile(r"^\s*Link (\d+): ([A-Za-z][A-Za-z -]*?): (\d+)\s*$")
 _ALL_INACTIVE = "all links are inactive"
 _ELIDED = re.compile(r"^\s*\[\.\.\.\]\s*$")
+_LINK = re.compile(r"^Link \d+:")
 
 
 def _new_gpu(match):
@@ -62,19 +59,53 @@ def _new_gpu(match):
             "links": [], "all_inactive": False, "elided": False}
 
 
+def _gpu_messages(text):
+    """{gpu index: the tool's own lines under that GPU's header that are not link lines} ("Device does not have
+    or support Nvlink", a refusal): what nvidia-smi said instead of listing links."""
+    messages, index = {}, None
+    for line in (text or "").splitlines():
+        stripped = line.strip()
+        header = _GPU.match(stripped)
+        if header:
+            index = int(header.group(1))
+            continue
+        if index is None or not stripped or _ELIDED.match(stripped) or _LINK.match(stripped):
+            continue
+        messages.setdefault(index, []).append(stripped)
+    return {idx: " ".join(lines) for idx, lines in messages.items()}
+
+
 def parse_nvlink_status(text):
     """``nvidia-smi nvlink -s`` per GPU, built on nvidia_smi.parse_nvidia_smi_nvlink (one parser for
-    the format) with what judging needs on top: which GPU had all links inactive, and whether the
-    capture elides links (``[...]``), so a shortened listing is not read as missing links."""
+    the format) with what judging needs on top: which GPU had all links inactive, whether the
+    capture elides links (``[...]``), so a shortened listing is not read as missing links, and
+    ``unchecked``: why a GPU that lists no link cannot be judged (the tool's own words, e.g. "Device
+    does not have or support Nvlink"), so an absence is reported as not checked, never as 0 links."""
     parsed = parse_nvidia_smi_nvlink(text)
     all_inactive = _ALL_INACTIVE in str(parsed.get("error") or "")
     elided = any(_ELIDED.match(line) for line in (text or "").splitlines())
-    return [{
-        "gpu_index": gpu["index"], "name": gpu["name"], "uuid": gpu["uuid"],
-        "links": [{"link": l["link"], "gbps": l["speed_gbps"], "active": l["active"]} for l in gpu["links"]],
-        "all_inactive": all_inactive and not gpu["links"],
-        "elided": elided,
-    } for gpu in parsed["gpus"]]
+    messages = _gpu_messages(text)
+    gpus = []
+    for gpu in parsed["gpus"]:
+        entry = {
+            "gpu_index": gpu["index"], "name": gpu["name"], "uuid": gpu["uuid"],
+            "links": [{"link": l["link"], "gbps": l["speed_gbps"], "active": l["active"]} for l in gpu["links"]],
+            "all_inactive": all_inactive and not gpu["links"],
+            "elided": elided,
+            "message": messages.get(gpu["index"]),
+            "unchecked": None,
+        }
+        if not entry["links"] and not entry["all_inactive"]:
+            entry["unchecked"] = "nvidia-smi nvlink -s listed no link for GPU %s: %s" % (
+                gpu["index"], entry["message"] or "no output under its header")
+        gpus.append(entry)
+    return gpus
+
+
+def nvlink_not_checked(status):
+    """``[{"check": "nvlink", "gpu_index", "reason"}]`` for every GPU the status could not judge."""
+    return [{"check": "nvlink", "gpu_index": gpu["gpu_index"], "reason": gpu["unchecked"]}
+            for gpu in status or [] if gpu.get("unchecked")]
 
 
 def parse_nvlink_errors(text):
@@ -107,6 +138,8 @@ def evaluate_nvlink(status, errors, node, expected_links=None, expected_gbps=Non
     findings = []
     for gpu in status or []:
         idx = gpu["gpu_index"]
+        if gpu.get("unchecked"):
+            continue  # not checked (nvlink_not_checked says why): an absence is not 0 links
         if gpu["all_inactive"]:
             findings.append(make_finding(
                 "NVLINK_ALL_INACTIVE", "fail", node, "GPU %s (%s): every NVLink is inactive" % (idx, gpu["name"]),

@@ -83,3 +83,17 @@ def evaluate_perfquery(blocks, node, ca=None, fail_max=0, warn_max=0):
                                           "clear the counters and watch"),
                     value=value, threshold=limit, ca=ca, port=block["port"], counter=name))
     return findings
+
+
+def perfquery_not_checked(blocks, text=""):
+    """Why the counters of one perfquery run could not be judged, or None: no counter block at all (a refused query:
+    "perfquery: iberror: failed: Failed to open '(null)' port '0'"), or blocks without any counter judged here.
+    An empty answer is not a clean port."""
+    if not blocks:
+        said = " ".join(str(text or "").split())[:300]
+        return "perfquery printed no counter block%s" % (": %s" % said if said else "")
+    if not any(isinstance(block["counters"].get(name), int) for block in blocks
+               for name in FAIL_COUNTERS + WARN_COUNTERS):
+        return "perfquery's blocks (%s) hold none of the error counters judged here" % ", ".join(
+            sorted({block["kind"] for block in blocks}))
+    return None

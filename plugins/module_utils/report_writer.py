@@ -17,6 +17,7 @@ one per node and check; the smoke test has its own named checks.
 from __future__ import annotations
 
 import json
+import re
 from xml.sax.saxutils import escape, quoteattr
 
 CASE_STATUSES = ("pass", "fail", "skip")
@@ -24,6 +25,31 @@ CLUSTER = "cluster"
 # A finding's check is its code's family (DCGM_* -> dcgm, ...).
 CHECK_PREFIXES = (("DCGM_", "dcgm"), ("NVLINK_", "nvlink"), ("FABRIC_", "fabric"), ("IB_COUNTER_", "ib_counters"),
                   ("BANDWIDTH_", "bandwidth"))
+
+
+# What XML 1.0 forbids in a document: C0 controls but tab, newline and return; lone surrogates (undecodable
+# bytes under surrogateescape); U+FFFE and U+FFFF. A host name or a tool's message may carry any of them.
+_XML_FORBIDDEN = re.compile("[^\t\n\r\u0020-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
+
+
+def _visible(match):
+    code = ord(match.group(0))
+    return "\\x%02x" % code if code < 0x100 else "\\u%04x" % code
+
+
+def xml_safe(value):
+    """The value as text XML 1.0 allows: each forbidden character written as its escape (\\x1b, \\ud800)."""
+    return _XML_FORBIDDEN.sub(_visible, str(value))
+
+
+def xml_text(value):
+    """Element content for every XML the collection writes (JUnit, the smoke chart): safe, then escaped."""
+    return escape(xml_safe(value))
+
+
+def xml_attr(value):
+    """An attribute value with its quotes: safe, then quoted (newlines kept as character references)."""
+    return quoteattr(xml_safe(value))
 
 
 def check_of(code):
@@ -114,23 +140,23 @@ def render_junit(suite, cases, title=None, properties=None, failure_type="CheckF
     skipped = sum(1 for c in cases if c["status"] == "skip")
     lines = ['<?xml version="1.0" encoding="UTF-8"?>',
              '<testsuites name=%s tests="%d" failures="%d" skipped="%d">' % (
-                 quoteattr(title or suite), len(cases), failures, skipped),
+                 xml_attr(title or suite), len(cases), failures, skipped),
              '  <testsuite name=%s tests="%d" failures="%d" errors="0" skipped="%d">' % (
-                 quoteattr(suite), len(cases), failures, skipped)]
+                 xml_attr(suite), len(cases), failures, skipped)]
     if properties:
         lines.append('    <properties>')
         for key, value in properties:
-            lines.append('      <property name=%s value=%s/>' % (quoteattr(str(key)), quoteattr(str(value))))
+            lines.append('      <property name=%s value=%s/>' % (xml_attr(key), xml_attr(value)))
         lines.append('    </properties>')
     for case in cases:
-        lines.append('    <testcase classname=%s name=%s time="0">' % (quoteattr(suite), quoteattr(case["name"])))
+        lines.append('    <testcase classname=%s name=%s time="0">' % (xml_attr(suite), xml_attr(case["name"])))
         if case["status"] == "fail":
             lines.append('      <failure message=%s type=%s>%s</failure>' % (
-                quoteattr(case["message"]), quoteattr(failure_type), escape(case["output"])))
+                xml_attr(case["message"]), xml_attr(failure_type), xml_text(case["output"])))
         elif case["status"] == "skip":
-            lines.append('      <skipped message=%s/>' % quoteattr(case["message"]))
+            lines.append('      <skipped message=%s/>' % xml_attr(case["message"]))
         else:
-            lines.append('      <system-out>%s</system-out>' % escape(case["output"]))
+            lines.append('      <system-out>%s</system-out>' % xml_text(case["output"]))
         lines.append('    </testcase>')
     lines += ["  </testsuite>", "</testsuites>", ""]
     return "\n".join(lines)

@@ -193,9 +193,23 @@ def _squeezed(text, limit=300):
     return " ".join((text or "").split())[:limit]
 
 
+# What makes a Slurm host-list expression of a name: scontrol reads NodeName=gpu[01-02] or gpu01,gpu02 as every
+# node in it, so a drain meant for one node would take the whole range out.
+_HOST_LIST = re.compile(r"[\[\],\s]")
+
+
+def check_node_name(name):
+    """Raise SlurmError unless ``name`` is one node name (no brackets, commas, whitespace; not empty)."""
+    if not name or _HOST_LIST.search(name):
+        raise SlurmError("node name %r is a Slurm host-list expression or empty (brackets, commas and whitespace make "
+                         "scontrol act on every node it expands to): give one node name, and expand a range explicitly "
+                         "in the inventory, one host per node" % (name,))
+
+
 def show_node(run, scontrol, name):
     """The record of ``scontrol show node NAME``; None when scontrol answered without the node.
     ``run(argv) -> (rc, stdout, stderr)``; rc None means it could not run."""
+    check_node_name(name)
     rc, out, err = run([scontrol, "show", "node", name])
     if rc != 0:
         raise SlurmError("%s show node %s failed (rc %s): %s"
@@ -228,6 +242,7 @@ def converge(run, scontrol, name, state, reason=None, record_path=None, check_mo
     (``action``, ``record``, ``message``) with ``node`` (what Slurm showed) and ``changed``. Raises
     SlurmError when scontrol fails; in check mode nothing is run or written.
     """
+    check_node_name(name)
     recorded = read_record(record_path) if record_path else None
     node = show_node(run, scontrol, name)
     if state == "drained":

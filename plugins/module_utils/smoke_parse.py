@@ -46,6 +46,20 @@ _NET_IB_RE = re.compile(r"NET/IB\s*:\s*Using\s+(.*)")
 _IB_DEV_RE = re.compile(r"\[\d+\]([\w.-]+):(\d+)/(IB|RoCE)")
 _NET_SOCKET_RE = re.compile(r"NET/Socket\s*:\s*Using\s+(.*)")
 _CHANNEL_RE = re.compile(r"Channel \d+/\d+ : .* via (\S+)")
+# A queue pair NCCL connected: "NET/IB: Dev 1 Port 1 qpn 3038 mtu 5 LID 37" on InfiniBand, "... mtu 5 GID 3 (...)" on
+# RoCE (net_ib.cc prints the LID on IB, the GID index on RoCE). Evidence of the link layer when a trimmed log lost the
+# "NET/IB : Using [0]mlx5_0:1/IB" line.
+_IB_QP_RE = re.compile(r"NET/IB: .*\bmtu \d+ (LID|GID)\b")
+# What inter_node says when NCCL's IB verbs transport carried the traffic but the log names no link layer.
+IB_OR_ROCE = "IB/RoCE"
+
+
+def _ib_kind(layers):
+    """NCCL's NET/IB transport runs on InfiniBand and on RoCE: name the one the log shows, IB_OR_ROCE when it
+    shows neither (a log trimmed before the "NET/IB : Using" line), never a guess."""
+    if not layers:
+        return IB_OR_ROCE
+    return "RoCE" if layers == {"RoCE"} else "IB"
 
 
 def parse_nccl_debug(lines):
@@ -53,7 +67,9 @@ def parse_nccl_debug(lines):
 
     ``transports`` is the set of paths NCCL really connected channels over: P2P, SHM, NVLS,
     CollNet, NET/IB, NET/RoCE, NET/Socket (and NET/<plugin>). ``inter_node`` is IB, RoCE,
-    Socket, the plugin name, or None when no channel crossed a network (one node).
+    Socket, the plugin name, or None when no channel crossed a network (one node); ``IB/RoCE`` when
+    the IB verbs transport carried it but the log (trimmed) names no link layer, neither in the
+    "NET/IB : Using" line nor in a queue-pair line (LID on IB, GID on RoCE).
     """
     if isinstance(lines, str):
         lines = lines.splitlines()
@@ -61,7 +77,11 @@ def parse_nccl_debug(lines):
            "transports": [], "inter_node": None, "gdr": False, "warnings": []}
     transports = set()
     link_layers = {}
+    qp_layers = set()
     for line in lines or []:
+        m = _IB_QP_RE.search(line)
+        if m:
+            qp_layers.add("IB" if m.group(1) == "LID" else "RoCE")
         m = _NCCL_VERSION_RE.search(line)
         if m and out["version"] is None:
             out["version"], out["cuda"] = m.group(1), m.group(2)
@@ -99,18 +119,18 @@ def parse_nccl_debug(lines):
             elif head[0].upper() == "COLLNET":
                 transports.add("CollNet")
             elif head[0] == "NET" and len(head) > 1:
-                kind = head[1]
-                if kind == "IB":
-                    layers = set(link_layers.values())
-                    kind = "RoCE" if layers == {"RoCE"} else "IB"
-                transports.add("NET/" + kind)
+                # IB is resolved to IB or RoCE after the loop: the queue-pair lines come after the channel lines.
+                transports.add("NET/" + head[1])
                 if "GDRDMA" in path:
                     out["gdr"] = True
+    if "NET/IB" in transports:
+        transports.discard("NET/IB")
+        transports.add("NET/" + _ib_kind(set(link_layers.values()) | qp_layers))
     out["transports"] = sorted(transports)
     nets = [t.split("/", 1)[1] for t in out["transports"] if t.startswith("NET/")]
     if nets:
         # The slowest one wins: a single node on sockets drags every ring through TCP.
-        for pick in ("Socket", "RoCE", "IB"):
+        for pick in ("Socket", "RoCE", "IB", IB_OR_ROCE):
             if pick in nets:
                 out["inter_node"] = pick
                 break

@@ -8,7 +8,6 @@ writer (report_writer.py), and the busbw-vs-size SVG chart. No Ansible import, n
 from __future__ import absolute_import, division, print_function
 
 import math
-from xml.sax.saxutils import escape
 
 try:
     from ansible_collections.gpufleet.cluster.plugins.module_utils import report_writer
@@ -57,7 +56,7 @@ def render_svg(report, baseline=None, width=760, height=420):
     out = ['<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" viewBox="0 0 %d %d" font-family="sans-serif" font-size="11">'
            % (width, height, width, height),
            '<rect x="0" y="0" width="%d" height="%d" fill="white"/>' % (width, height),
-           '<text x="%d" y="20" font-size="13" text-anchor="middle">%s</text>' % (width // 2, escape(title))]
+           '<text x="%d" y="20" font-size="13" text-anchor="middle">%s</text>' % (width // 2, report_writer.xml_text(title))]
     if not points:
         out.append('<text x="%d" y="%d" text-anchor="middle">no sweep data</text>' % (width // 2, height // 2))
         out.append("</svg>")
@@ -87,7 +86,7 @@ def render_svg(report, baseline=None, width=760, height=420):
     for e in range(xmin, xmax + 1, every):
         xx = px(2 ** e)
         out.append('<line x1="%.1f" y1="%d" x2="%.1f" y2="%d" stroke="#eee"/>' % (xx, top, xx, top + ph))
-        out.append('<text x="%.1f" y="%d" text-anchor="middle">%s</text>' % (xx, top + ph + 16, escape(human_bytes(2 ** e))))
+        out.append('<text x="%.1f" y="%d" text-anchor="middle">%s</text>' % (xx, top + ph + 16, report_writer.xml_text(human_bytes(2 ** e))))
     out.append('<text x="%d" y="%d" text-anchor="middle">message size (bytes, log scale)</text>' % (left + pw // 2, height - 18))
     out.append('<text x="16" y="%d" text-anchor="middle" transform="rotate(-90 16 %d)">busbw (GB/s, 1 GB = 1e9 B)</text>'
                % (top + ph // 2, top + ph // 2))
@@ -100,11 +99,11 @@ def render_svg(report, baseline=None, width=760, height=420):
             i, colour, ' stroke-dasharray="%s"' % dash if dash else "", path))
         for s, v in pts:
             out.append('<circle cx="%.1f" cy="%.1f" r="2.5" fill="%s"><title>%s: %s GB/s</title></circle>'
-                       % (px(s), py(v), colour, escape(human_bytes(s)), _fmt(v, 3)))
+                       % (px(s), py(v), colour, report_writer.xml_text(human_bytes(s)), _fmt(v, 3)))
         ly = top + 14 + i * 16
         out.append('<line x1="%d" y1="%d" x2="%d" y2="%d" stroke="%s" stroke-width="2"%s/>' % (
             left + 10, ly - 4, left + 34, ly - 4, colour, ' stroke-dasharray="%s"' % dash if dash else ""))
-        out.append('<text x="%d" y="%d">%s</text>' % (left + 40, ly, escape(label)))
+        out.append('<text x="%d" y="%d">%s</text>' % (left + 40, ly, report_writer.xml_text(label)))
     out.append("</svg>")
     return "\n".join(out) + "\n"
 

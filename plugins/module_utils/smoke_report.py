@@ -13,12 +13,12 @@ the action plugin and tests/gpu/ do the reading and writing.
 from __future__ import absolute_import, division, print_function
 
 try:
-    from ansible_collections.gpufleet.cluster.plugins.module_utils.nccl_tests import bus_factor, parse_nccl_tests
+    from ansible_collections.gpufleet.cluster.plugins.module_utils.nccl_tests import band_busbw, bus_factor, parse_nccl_tests
     from ansible_collections.gpufleet.cluster.plugins.module_utils.gpu_models import lookup_model
     from ansible_collections.gpufleet.cluster.plugins.module_utils.gpu_peaks import peak_tflops
     from ansible_collections.gpufleet.cluster.plugins.module_utils.smoke_parse import _addresses_in, diagnose_rollcall, parse_nccl_debug, slug
 except ImportError:  # pragma: no cover - loaded by path from tests/gpu without the collection
-    from nccl_tests import bus_factor, parse_nccl_tests  # type: ignore
+    from nccl_tests import band_busbw, bus_factor, parse_nccl_tests  # type: ignore
     from gpu_models import lookup_model  # type: ignore
     from gpu_peaks import peak_tflops  # type: ignore
     from smoke_parse import _addresses_in, diagnose_rollcall, parse_nccl_debug, slug  # type: ignore
@@ -305,10 +305,8 @@ def model_flops_utilization(training, gpu_name, backend, world_size):
 
 
 def large_busbw(rows, large_bytes=LARGE_MESSAGE_BYTES):
-    """Peak busbw over the sizes >= large_bytes (the largest size when none is that large)."""
-    rows = [r for r in rows or [] if r.get("busbw_gbps") is not None]
-    if not rows:
-        return None
-    rows = sorted(rows, key=lambda r: r["size_bytes"])
-    chosen = [r for r in rows if r["size_bytes"] >= large_bytes] or rows[-1:]
-    return max(r["busbw_gbps"] for r in chosen)
+    """The sweep's large-message busbw, judged as nccl-tests' is (nccl_tests.band_busbw over the sizes >=
+    large_bytes, the largest size when none is that large): its lowest figure once it peaked, so a
+    collapse at the largest sizes is not hidden behind the peak."""
+    band = band_busbw([r for r in rows or [] if r.get("busbw_gbps") is not None], min_size_bytes=large_bytes)
+    return band["busbw_gbps"] if band else None

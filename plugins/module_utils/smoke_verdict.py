@@ -14,8 +14,10 @@ import json
 import math
 
 try:
+    from ansible_collections.gpufleet.cluster.plugins.module_utils.figures import judge_figure, unit_of
     from ansible_collections.gpufleet.cluster.plugins.module_utils.smoke_parse import _fmt
 except ImportError:  # pragma: no cover - loaded by path from tests/gpu without the collection
+    from figures import judge_figure, unit_of  # type: ignore
     from smoke_parse import _fmt  # type: ignore
 
 __metaclass__ = type
@@ -156,7 +158,7 @@ def make_baseline(report):
         "recorded_at": report.get("started_at"),
         "versions": report.get("versions"),
         # One rank has busbw 0 by definition: a zero is no reference, so it is left out.
-        "metrics": {k: v for k, v in baseline_metrics(report).items() if _positive_number(v)},
+        "metrics": {k: v for k, v in baseline_metrics(report).items() if judge_figure(v, k, unit_of(k))[1] is None},
         "sweep": [{"size_bytes": r["size_bytes"], "busbw_gbps": r["busbw_gbps"]} for r in sweep.get("rows") or []],
     }
 
@@ -172,8 +174,11 @@ def metric_problems(metrics, known=None):
     for name, value in sorted(metrics.items()):
         if known is not None and name not in known:
             problems.append("metric %s is unknown (known: %s)" % (name, ", ".join(sorted(known))))
-        elif not _positive_number(value):
-            problems.append("metric %s is %s, need a finite number > 0" % (name, json.dumps(value, default=str)))
+        elif judge_figure(value, name, unit_of(name))[1]:
+            # figures.judge_figure: also refuses a figure no part measures (1e-300 GB/s), a corrupted file
+            why = judge_figure(value, name, unit_of(name))[1]
+            problems.append("metric %s is %s, need a finite number > 0%s" % (
+                name, json.dumps(value, default=str), " (%s)" % why if _positive_number(value) else ""))
     return problems
 
 
@@ -243,10 +248,12 @@ def compare_metrics(current, base_metrics, tolerance=DEFAULT_TOLERANCE, missing_
         now = current.get(metric)
         if now is None and not missing_regresses:
             continue
-        if now is None or not (now == 0 or _positive_number(now)):
+        why = judge_figure(now, metric, unit_of(metric), zero_ok=True)[1]
+        if why:  # figures.judge_figure: None, NaN, text, absurd figures are no match for the baseline
             out.append({"metric": metric, "current": now, "baseline": base, "change": None, "regressed": True,
-                        "message": "%s regressed: this run measured %s, not a number >= 0, vs baseline %s" % (
-                            metric, _fmt(now, 3) if now is not None else "nothing", _fmt(base, 3))})
+                        "message": "%s regressed: this run measured %s, not a usable figure (%s), vs baseline %s" % (
+                            metric, "nothing" if now is None else _fmt(now, 3) if isinstance(now, (int, float)) else json.dumps(now),
+                            why, _fmt(base, 3))})
             continue
         change = (now - base) / base
         regressed = now < base * (1.0 - tolerance)

@@ -926,6 +926,7 @@ def choose_kernel_modules(request, models, ccs, branch):
             "%s runs only the open GPU kernel modules (NVIDIA: proprietary drivers are unsupported on Grace Hopper "
             "and Blackwell); use kernel_modules: open." % _gpu_label(need_open[0]),
             [{"kernel_modules": "open"}])
+    _refuse_removed_proprietary(km, branch)
     if km == "open" and old:
         raise StackError(
             "OPEN_MODULES_NEED_TURING",
@@ -935,10 +936,29 @@ def choose_kernel_modules(request, models, ccs, branch):
     if km in (None, "", "auto"):
         turing_plus = bool(models) and not old
         open_ok_branch = vkey(branch) >= vkey(km_data["open_first_branch"])
-        km = "open" if (turing_plus and open_ok_branch) else "proprietary"
-        if not models:
+        km = "open" if (turing_plus and open_ok_branch) or _open_only(branch) else "proprietary"
+        if not models and km == "proprietary":
             warnings.append("kernel module flavour defaulted to proprietary because no GPUs were given")
     return km, warnings
+
+
+def _open_only(branch):
+    """From this branch NVIDIA ships only the open kernel modules (compat_drivers.KERNEL_MODULES)."""
+    return vkey(branch) >= vkey(_data.KERNEL_MODULES["proprietary_removed_from_branch"])
+
+
+def _refuse_removed_proprietary(km, branch):
+    """Raise PROPRIETARY_MODULES_REMOVED for a proprietary request on a branch that no longer ships them."""
+    if km != "proprietary" or not _open_only(branch):
+        return
+    first = _data.KERNEL_MODULES["proprietary_removed_from_branch"]
+    older = [b for b in supported_branches() if vkey(b) < vkey(first)]
+    raise StackError(
+        "PROPRIETARY_MODULES_REMOVED",
+        "R%s ships only the open GPU kernel modules (NVIDIA Driver Installation Guide %s: proprietary kernel modules "
+        "removed), so kernel_modules: proprietary cannot be installed with it; use kernel_modules: open, or name a "
+        "branch before R%s%s." % (branch, first, first, " (%s)" % ", ".join("R" + b for b in older[-2:]) if older else ""),
+        [{"kernel_modules": "open"}] + [{"driver_branch": b, "kernel_modules": "proprietary"} for b in older[-2:][::-1]])
 
 
 def plan_driver(ctx, toolkit):
@@ -1064,7 +1084,7 @@ RULES_CHECKED = ["UNKNOWN_TORCH", "UNSUPPORTED_OS", "UNKNOWN_GPU", "NO_CUDA_FOR_
                  "CC_NEEDS_NEWER_CUDA", "CC_DROPPED_BY_CUDA", "REPO_LACKS_CUDA", "TORCH_NO_WHEEL_FOR_CUDA",
                  "TORCH_CUDA_MAJOR_MISMATCH", "TORCH_WHEEL_LACKS_CC", "NO_SUPPORTED_BRANCH", "BRANCH_DROPPED_GPU",
                  "DRIVER_BRANCH_TOO_OLD_FOR_CUDA", "DRIVER_TOO_OLD_FOR_WHEEL", "DRIVER_TOO_OLD_FOR_GPU",
-                 "OPEN_MODULES_NEED_TURING", "OPEN_MODULES_REQUIRED", "NCCL_MATCHES_CUDA",
+                 "OPEN_MODULES_NEED_TURING", "OPEN_MODULES_REQUIRED", "PROPRIETARY_MODULES_REMOVED", "NCCL_MATCHES_CUDA",
                  "FABRIC_MANAGER_MATCHES_DRIVER", "NVLINK5_NEEDS_NVLSM", "MNNVL_NEEDS_IMEX", "DCGM_MATCHES_CUDA"]
 
 

@@ -110,6 +110,7 @@ from ansible_collections.gpufleet.cluster.plugins.module_utils.bandwidth_plan im
 from ansible_collections.gpufleet.cluster.plugins.module_utils.iperf3 import parse_iperf3_json
 from ansible_collections.gpufleet.cluster.plugins.module_utils.perftest import parse_perftest
 from ansible_collections.gpufleet.cluster.plugins.module_utils.run_tool import run_tool
+from ansible_collections.gpufleet.cluster.plugins.module_utils.tool_address import check_test_addresses
 
 RETRY_PAUSE_S = 0.5
 # iperf3's words for a server that is not (yet) there or still busy with the previous test.
@@ -170,6 +171,10 @@ def main():
     if missing:
         module.fail_json(msg="bandwidth_test: the test has no %s (plan it with the bandwidth_link_tests filter): %r"
                              % (", ".join(missing), test))
+    try:
+        check_test_addresses(test)
+    except ValueError as exc:
+        module.fail_json(msg="bandwidth_test: %s" % exc, test=test)
     if module.check_mode:
         module.exit_json(changed=False, skipped=True, msg="check mode: no traffic sent", test=test,
                          tool=test["tool"], results=[])

@@ -133,11 +133,16 @@ from ansible_collections.gpufleet.cluster.plugins.module_utils.findings import s
 from ansible_collections.gpufleet.cluster.plugins.module_utils.nvlink import (
     evaluate_fabric,
     evaluate_nvlink,
-    expected_nvlink,
+    nvlink_expectation,
+    nvlink_not_checked,
     parse_nvlink_errors,
     parse_nvlink_status,
 )
-from ansible_collections.gpufleet.cluster.plugins.module_utils.perfquery import evaluate_perfquery, parse_perfquery
+from ansible_collections.gpufleet.cluster.plugins.module_utils.perfquery import (
+    evaluate_perfquery,
+    parse_perfquery,
+    perfquery_not_checked,
+)
 from ansible_collections.gpufleet.cluster.plugins.module_utils.run_tool import run_tool
 
 
@@ -187,9 +192,11 @@ def run_nvlink(module, params, findings, not_checked):
     errors = parse_nvlink_errors(out_e) if rc_e == 0 else []
     if rc_e != 0:
         not_checked.append({"check": "nvlink_errors", "reason": "nvidia-smi nvlink -e exited %s: %s" % (rc_e, _short(err_e))})
-    links, gbps = expected_nvlink(status[0]["name"])
+    not_checked.extend(nvlink_not_checked(status))
+    expectation = nvlink_expectation(status[0]["name"])
+    links, gbps = expectation["links"], expectation["gbps"]
     if links is None:
-        not_checked.append({"check": "nvlink_speed", "reason": "no NVLink rate known for %r" % status[0]["name"]})
+        not_checked.append({"check": "nvlink_speed", "reason": "%s: %s" % (status[0]["name"], expectation["reason"])})
     findings.extend(evaluate_nvlink(status, errors, params["node"], expected_links=links, expected_gbps=gbps,
                                     error_max=params["nvlink_error_max"]))
     return status
@@ -222,6 +229,9 @@ def run_ib_counters(module, params, findings, not_checked):
             not_checked.append({"check": "ib_counters", "reason": "%s exited %s: %s" % (" ".join(cmd), rc, _short(err))})
             continue
         blocks = parse_perfquery(out)
+        reason = perfquery_not_checked(blocks, out + err)
+        if reason:
+            not_checked.append({"check": "ib_counters", "reason": "%s: %s" % (" ".join(cmd), reason)})
         read.append({"ca": port["ca"], "port": port["port"], "blocks": blocks})
         findings.extend(evaluate_perfquery(blocks, params["node"], ca=port["ca"],
                                            fail_max=params["ib_counter_fail_max"]))

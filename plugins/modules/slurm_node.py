@@ -20,7 +20,7 @@ description:
     reason of their own, stays drained, and the record is forgotten.
 options:
   name:
-    description: The node's name in Slurm.
+    description: The node's name in Slurm, one node; a host-list expression (C(gpu[01-02]), C(gpu01,gpu02), whitespace) is refused.
     type: str
     required: true
   state:
@@ -159,6 +159,10 @@ def main():
     reason = params["reason"]
     if reason is not None and (not reason.strip() or "\n" in reason or "\r" in reason):
         module.fail_json(msg="reason must be one line of text, got %r" % params["reason"])
+    try:
+        slurm.check_node_name(params["name"])
+    except slurm.SlurmError as exc:
+        module.fail_json(msg="name: %s" % exc)
     run = runner(module)
     if params["state"] == "query":
         query(module, run)

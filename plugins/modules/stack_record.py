@@ -20,7 +20,8 @@ description:
     the role's default templated), the content of a controller file a role reads through one of them
     (a lock file), and the code the roles run - every file of each role and of each role it includes,
     every collection plugin their files name (modules, action plugins, lookups, filters) with the
-    module_utils and plugin_utils those import, and this action's own code. Values go in by SHA-256
+    module_utils and plugin_utils those import, this action's own code, and the playbook holding the probe
+    with every task file it includes or imports (which roles run and how). Values go in by SHA-256
     only, so credentials in them (a proxy, a token in an index URL) stay out of the record and the logs."
   - With O(probe) (the record) it writes, on a node where every stack role ran and passed, what the
     roles manage - each role names it in C(<role>_watch) - under the probe's key. The next probe

@@ -10,7 +10,10 @@ the node was recorded. That is, besides the node itself:
 - the content of a controller file a role reads through one of those variables (a lock file);
 - the code the roles run: every file of each role, of each role it includes, and of each collection
   plugin their files name (``gpufleet.cluster.<name>``: modules, action plugins, lookups, filters),
-  with the ``module_utils`` / ``plugin_utils`` those plugins import, followed transitively.
+  with the ``module_utils`` / ``plugin_utils`` those plugins import, followed transitively;
+- the play that runs them: the playbook holding the probe and every task file it includes or imports,
+  transitively (which roles run, their entry points, the wheel check), with the roles those task files
+  run. The plugins the plan's tasks call reach the key through the values they hand the roles.
 
 Nothing here is a hand-kept list: a knob added to a role's argument spec, or a module a role starts to
 call, is in the key with no edit outside that role. Runs on the controller (the stack_record action).
@@ -43,6 +46,9 @@ _CONTROLLER_FILE = (
     re.compile(r"lookup\(\s*['\"](?:ansible\.builtin\.)?file['\"]\s*,\s*([a-z_][a-z0-9_]*)\s*\)"),
     re.compile(r"\bsrc:\s*['\"]?\{\{\s*([a-z_][a-z0-9_]*)\s*\}\}['\"]?\s*$", re.MULTILINE),
 )
+# The task keywords that pull another task file into the play (import_playbook starts another play).
+_TASK_INCLUDES = tuple(prefix + verb for prefix in ("", "ansible.builtin.", "ansible.legacy.")
+                       for verb in ("include_tasks", "import_tasks"))
 # The plugin directories a name may resolve to (a filter is looked up by the names its file exports).
 _PLUGIN_DIRS = ("modules", "action", "lookup", "test", "doc_fragments")
 
@@ -168,6 +174,60 @@ def code_files(roles: list[str], root: str = COLLECTION_ROOT, extra_names: tuple
     return sorted(files)
 
 
+def _included_task_files(node, found: list) -> list:
+    """The file names the task keywords of a parsed playbook or task file name, in order."""
+    if isinstance(node, list):
+        for item in node:
+            _included_task_files(item, found)
+    elif isinstance(node, dict):
+        for keyword, value in node.items():
+            if keyword in _TASK_INCLUDES:
+                found.append(value.get("file") if isinstance(value, dict) else value)
+            elif isinstance(value, (list, dict)):
+                _included_task_files(value, found)
+    return found
+
+
+def _play_label(path: str, root: str) -> str:
+    relpath = os.path.relpath(path, root)
+    return path if relpath.startswith(os.pardir) else relpath
+
+
+def play_files(play: str, root: str = COLLECTION_ROOT) -> dict[str, str]:
+    """{label: path} of the playbook and every task file it includes or imports, transitively; a label is the
+    path below the collection root (absolute for a playbook outside it). A task file is looked for beside the
+    file that includes it, then beside the playbook, as Ansible does."""
+    play = os.path.realpath(play)
+    files, queue = {}, [play]
+    while queue:
+        path = queue.pop(0)
+        label = _play_label(path, root)
+        if label in files:
+            continue
+        files[label] = path
+        for name in _included_task_files(_yaml(path), []):
+            if not isinstance(name, str) or "{{" in name or "{%" in name:
+                raise StackKeyError("%s includes %r: the record's key covers the task files a play includes, so name "
+                                    "one file, not a computed one" % (label, name))
+            candidates = [os.path.join(os.path.dirname(path), name), os.path.join(os.path.dirname(play), name)]
+            existing = [candidate for candidate in candidates if os.path.isfile(candidate)]
+            if not existing:
+                raise StackKeyError("%s includes %s, which is not there (looked in %s)" % (
+                    label, name, " and ".join(sorted({os.path.dirname(candidate) for candidate in candidates}))))
+            queue.append(os.path.realpath(existing[0]))
+    return files
+
+
+def play_roles(files: dict[str, str], play: str, root: str = COLLECTION_ROOT) -> list[str]:
+    """The collection's roles the play's task files name (the playbook's own pre-tasks are not the stack's)."""
+    names = set()
+    for path in files.values():
+        if path != os.path.realpath(play):
+            with open(path, encoding="utf-8") as handle:
+                names.update(_PLUGIN_NAME.findall(handle.read()))
+    return sorted(name for name in names if os.path.isdir(os.path.join(root, "roles", name)))
+
+
 def controller_file_options(role: str, options: list[str], root: str = COLLECTION_ROOT) -> list[str]:
     """The role's variables that name a file the role reads on the controller (a lock file)."""
     text = "".join(_read_text(root, path) for path in _files_below(os.path.join(root, "roles", role), root)
@@ -189,9 +249,10 @@ def file_digest(path: str) -> str:
 
 
 def key_parts(roles: list[str], resolve, root: str = COLLECTION_ROOT, extra_names: tuple = (),
-              locate=os.path.abspath) -> dict:
+              locate=os.path.abspath, play: str | None = None) -> dict:
     """{"inputs": {variable: digest}, "code": {file: digest}}. resolve(variable, role_defaults, role_internals)
-    returns the value the role would see; locate(path) where a relative controller file lies (Ansible's search path).
+    returns the value the role would see; locate(path) where a relative controller file lies (Ansible's search path);
+    play the playbook that holds the probe (its files and the roles its task files run are code too).
     Values go in by digest only: they may carry credentials (a proxy, a token)."""
     inputs = {}
     for role in roles:
@@ -202,7 +263,10 @@ def key_parts(roles: list[str], resolve, root: str = COLLECTION_ROOT, extra_name
         for option in controller_file_options(role, options, root):
             path = values[option]
             inputs[option + " (content)"] = file_digest(locate(str(path))) if path else ""
-    code = {path: file_digest(os.path.join(root, path)) for path in code_files(roles, root, extra_names)}
+    played = play_files(play, root) if play else {}
+    names = tuple(extra_names) + tuple(play_roles(played, play, root)) if play else tuple(extra_names)
+    code = {path: file_digest(os.path.join(root, path)) for path in code_files(roles, root, names)}
+    code.update((label, file_digest(path)) for label, path in played.items())
     return {"inputs": inputs, "code": code}
 
 

@@ -36,6 +36,7 @@ import math
 import os
 import re
 import select
+import shutil
 import signal
 import socket
 import subprocess
@@ -418,6 +419,48 @@ def cmd_node(args):
         stop_store_host(store_host)
 
 
+def torchrun_command(args, peers, address, result_file, log_dir, deadline):
+    """torchrun against the store the first node hosts, its logs in ``log_dir``, running this file's job."""
+    join_left = max(int(min(args.join_timeout, deadline - time.monotonic())), 5)
+    # is_host=0 everywhere: the store is the first node's store host, bound to its address only.
+    rdzv_conf = "join_timeout=%d,read_timeout=%d,last_call_timeout=1,close_timeout=10,is_host=0" % (
+        join_left, join_left)
+    return [args.torchrun,
+            "--nnodes", str(len(peers)),
+            "--nproc-per-node", str(args.nproc),
+            "--rdzv-backend", "c10d",
+            "--rdzv-endpoint", "%s:%d" % (peers[0][1], args.rdzv_port),
+            "--rdzv-id", args.run_id,
+            "--rdzv-conf", rdzv_conf,
+            "--local-addr", address,
+            "--max-restarts", "0",
+            "--monitor-interval", "1",
+            "--log-dir", log_dir,
+            os.path.abspath(__file__), "job",
+            "--result-file", result_file] + list(args.job_args)
+
+
+def torchrun_env(args, address, rdzv_host, launch_dir):
+    """The environment torchrun and its workers run in."""
+    env = dict(os.environ)
+    if not env.get("GLOO_SOCKET_IFNAME"):
+        iface = interface_for(address)
+        if iface:
+            env["GLOO_SOCKET_IFNAME"] = iface
+    env["GPUFLEET_NODE_NAME"] = args.node_name
+    env["GPUFLEET_NODE_ADDR"] = address
+    # The workers' process group uses the rendezvous store too (under its own prefix), so no agent
+    # or rank opens a store of its own on every interface.
+    env["TORCH_DISABLE_SHARE_RDZV_TCP_STORE"] = "1"
+    env["GPUFLEET_STORE_ADDR"], env["GPUFLEET_STORE_PORT"] = rdzv_host, str(args.rdzv_port)
+    env["GPUFLEET_RUN_ID"] = args.run_id
+    env.setdefault("PYTHONUNBUFFERED", "1")
+    env.setdefault("OMP_NUM_THREADS", "1")
+    # torch makes its compile cache (the job compiles nothing) in $TMPDIR when this is unset: keep it with the launch.
+    env.setdefault("TORCHINDUCTOR_CACHE_DIR", os.path.join(launch_dir, "inductor"))
+    return env
+
+
 def _node_run(args, out, peers, deadline, store_host, store_log):
     """The roll call, then torchrun against the store the first node hosts; prints the node's document."""
     if len(peers) > 1:
@@ -441,43 +484,21 @@ def _node_run(args, out, peers, deadline, store_host, store_log):
             print(json.dumps(out))
             return 4
     result_file, log_file = fresh_work_files(args.work_dir, args.run_id, "torchrun")
-    rdzv_host = peers[0][1]
-    join_left = max(int(min(args.join_timeout, deadline - time.monotonic())), 5)
-    # is_host=0 everywhere: the store is the first node's store host, bound to its address only.
-    rdzv_conf = "join_timeout=%d,read_timeout=%d,last_call_timeout=1,close_timeout=10,is_host=0" % (
-        join_left, join_left)
-    cmd = [args.torchrun,
-           "--nnodes", str(len(peers)),
-           "--nproc-per-node", str(args.nproc),
-           "--rdzv-backend", "c10d",
-           "--rdzv-endpoint", "%s:%d" % (rdzv_host, args.rdzv_port),
-           "--rdzv-id", args.run_id,
-           "--rdzv-conf", rdzv_conf,
-           "--local-addr", out["address"],
-           "--max-restarts", "0",
-           "--monitor-interval", "1",
-           os.path.abspath(__file__), "job",
-           "--result-file", result_file] + list(args.job_args)
-    env = dict(os.environ)
-    if not env.get("GLOO_SOCKET_IFNAME"):
-        iface = interface_for(out["address"])
-        if iface:
-            env["GLOO_SOCKET_IFNAME"] = iface
+    # torchrun's own files (its log dir, else a fresh /tmp/torchelastic_* per launch that nothing removes):
+    # under the job's work dir, removed when torchrun has ended.
+    launch_dir = os.path.join(args.work_dir, "torchrun-%s" % args.run_id)
+    shutil.rmtree(launch_dir, ignore_errors=True)
+    cmd = torchrun_command(args, peers, out["address"], result_file, os.path.join(launch_dir, "logs"), deadline)
+    env = torchrun_env(args, out["address"], peers[0][1], launch_dir)
     out["gloo_socket_ifname"] = env.get("GLOO_SOCKET_IFNAME")
-    env["GPUFLEET_NODE_NAME"] = args.node_name
-    env["GPUFLEET_NODE_ADDR"] = out["address"]
-    # The workers' process group uses the rendezvous store too (under its own prefix), so no agent
-    # or rank opens a store of its own on every interface.
-    env["TORCH_DISABLE_SHARE_RDZV_TCP_STORE"] = "1"
-    env["GPUFLEET_STORE_ADDR"], env["GPUFLEET_STORE_PORT"] = rdzv_host, str(args.rdzv_port)
-    env["GPUFLEET_RUN_ID"] = args.run_id
-    env.setdefault("PYTHONUNBUFFERED", "1")
-    env.setdefault("OMP_NUM_THREADS", "1")
     out["stage"] = "torchrun"
     out["command"] = cmd
-    # The whole session on expiry: torchrun's agent and every worker it started.
-    out["torchrun_rc"], out["timed_out"] = run_until(cmd, env, log_file, deadline,
-                                                     ((signal.SIGTERM, 5), (signal.SIGKILL, 5)))
+    try:
+        # The whole session on expiry: torchrun's agent and every worker it started.
+        out["torchrun_rc"], out["timed_out"] = run_until(cmd, env, log_file, deadline,
+                                                         ((signal.SIGTERM, 5), (signal.SIGKILL, 5)))
+    finally:
+        shutil.rmtree(launch_dir, ignore_errors=True)
     with open(log_file, "r", encoding="utf-8", errors="replace") as log:
         lines = log.read().splitlines()
     out.update(summarize_log(lines, args.max_nccl_lines))

@@ -14,6 +14,7 @@ import pytest
 from cli_helpers import (REPO, Out, Tarpit, clean_env, end_processes, hanging_inventory, local_inventory,
                          process_ids_with, run_cli, start_cli, wait_for)
 
+from gpufleet import artifacts as artifacts_mod
 from gpufleet import cli
 from gpufleet import runner as runner_mod
 from gpufleet.runner import AnsibleOptions, RunBroken, run_stage
@@ -160,3 +161,31 @@ def test_reasons_are_one_short_line_whatever_the_error(outside, monkeypatch):
     assert reason.startswith("internal error: ValueError: a very long multi-line message")
     assert "\n" not in reason and len(reason) <= 500
     assert os.path.getsize(outside / "out" / "summary.json") < 4096
+
+
+def test_a_marker_that_is_a_link_refuses_the_directory_and_leaves_its_target_alone(outside):
+    """Issue 35 N7: the marker is opened without following a link, so a planted link truncates nothing."""
+    victim = outside / "victim.txt"
+    victim.write_text("precious\n")
+    artifacts = outside / "out"
+    artifacts.mkdir()
+    (artifacts / ".gpufleet-artifacts").symlink_to(victim)
+    with pytest.raises(artifacts_mod.ArtifactsRefused, match="symbolic link") as refused:
+        artifacts_mod.claim(artifacts)
+    assert str(artifacts) in str(refused.value)
+    assert victim.read_text() == "precious\n"
+    assert sorted(p.name for p in artifacts.iterdir()) == [".gpufleet-artifacts"]
+
+
+@pytest.mark.parametrize("extra", ["gpufleet_report_dir={elsewhere}", '{{"preflight_report_dir": "{elsewhere}"}}'])
+def test_a_report_directory_outside_the_artifacts_is_refused_before_anything_runs(outside, extra):
+    """Issue 35 N14: reports outside --artifacts would be neither scrubbed nor counted."""
+    elsewhere = outside / "elsewhere"
+    artifacts = outside / "out"
+    result = run_cli(["run", "preflight", "-i", local_inventory(outside / "inv.yml", hosts=("n1",)),
+                      "--artifacts", artifacts, "-e", extra.format(elsewhere=elsewhere)], cwd=outside)
+    summary = json.loads((artifacts / "summary.json").read_text())
+    assert result.rc == 2 and summary["ansible_rc"] is None, summary["reason"]
+    assert "--artifacts" in summary["reason"] and "_report_dir" in summary["reason"], summary["reason"]
+    assert not elsewhere.exists()
+    assert not (artifacts / "runner" / "job_events").exists()

@@ -215,5 +215,5 @@ def test_the_gpufleet_command_runs_compat(capsys):
 def test_show_lists_the_sourced_table_and_flags_an_end_of_life_the_calendar_passed(capsys):
     assert compat.main(["show", "--today", "2027-05-01"]) == 0
     out = capsys.readouterr().out
-    assert "sourced table (compat_facts.py):" in out and "read 2026-12-02 to 2026-12-05" in out
-    assert "R595's end of life (2027-03) has passed since the table was reviewed (2026-12-05)" in out
+    assert "sourced table (compat_facts.py):" in out and "read 2026-12-02 to 2026-12-06" in out
+    assert "R595's end of life (2027-03) has passed since the table was reviewed (2026-12-06)" in out

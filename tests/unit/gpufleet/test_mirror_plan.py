@@ -242,8 +242,8 @@ class _BlackwellSandbox(_OfferingSandbox):
         "nvidia-driver-open": ["595.91.07-1ubuntu1"],  # the flavour switch's install step
         "cuda-toolkit-12-8": ["12.8.1-1"], "libnccl2": ["2.25.1-1+cuda12.8"],
         "nvidia-imex": ["580.95.05-1", "595.91.07-1"], "nvlsm": ["2025.06.4-1", "2025.10.14-1"],
-        "datacenter-gpu-manager-4-core": ["1:4.4.1-1", "1:4.5.2-1"],
-        "datacenter-gpu-manager-4-cuda12": ["1:4.4.1-1", "1:4.5.2-1"]})
+        "datacenter-gpu-manager-4-core": ["1:4.4.1-1", "1:4.5.2-1", "1:4.6.0-1"],
+        "datacenter-gpu-manager-4-cuda12": ["1:4.4.1-1", "1:4.5.2-1", "1:4.6.0-1"]})
 
 
 def test_a_b200_nvswitch_plan_mirrors_nvlsm_as_the_driver_role_installs_it():

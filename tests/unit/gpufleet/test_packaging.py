@@ -60,6 +60,13 @@ def test_wheel_carries_the_collection_and_not_the_tests(wheel):
     assert not re.search(r"Requires-Dist: (pytest|molecule|ansible-lint|torch)\b(?!.*extra)", metadata)
 
 
+def test_a_build_writes_nothing_into_the_clone(wheel):
+    """setuptools' build/ and gpufleet.egg-info go to a scratch directory: a read-only clone installs, and a
+    writable one keeps no litter (before, both landed in the clone and a read-only one failed)."""
+    source = wheel.parent.parent / "src"
+    assert sorted(p.name for p in source.iterdir() if p.name == "build" or p.name.endswith(".egg-info")) == []
+
+
 def test_installed_wheel_runs_a_stage_from_another_directory(wheel, tmp_path):
     target = tmp_path / "site"
     subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--target", str(target), str(wheel)],
@@ -78,15 +85,34 @@ def test_installed_wheel_runs_a_stage_from_another_directory(wheel, tmp_path):
     assert (artifacts / "reports" / "preflight.json").is_file()
 
 
+def readme_install_commands() -> list[str]:
+    """The first two lines of the README's install block (the venv with the CLI, the inventory copy)."""
+    text = (REPO / "README.md").read_text()
+    block = text[text.index("Install the CLI"):].split("```sh\n", 1)[1].split("```", 1)[0]
+    return [line.split("  #", 1)[0].strip() for line in block.splitlines()[:2]]
+
+
+def test_the_readme_install_lines_are_found():
+    lines = readme_install_commands()
+    assert lines[0].startswith("python3 -m venv ~/") and "pip install ~/gpufleet" in lines[0]
+    assert lines[1].startswith("cp -r ~/gpufleet/inventory/")
+
+
 @pytest.mark.slow
 def test_pip_install_puts_the_collection_where_ansibles_own_tools_find_it(tmp_path):
-    """A fresh venv, `pip install <clone>` (not editable), then Ansible's own commands from elsewhere."""
-    source = _copy_of_the_clone(tmp_path)
-    venv = tmp_path / "venv"
-    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
-    install = subprocess.run([str(venv / "bin" / "pip"), "install", "-q", str(source)], capture_output=True, text=True,
-                             check=False, timeout=900)
+    """The README's two install commands, run from $HOME with the clone at ~/gpufleet (a fresh venv, `pip install`
+    of the clone, not editable), then Ansible's own commands from elsewhere."""
+    home = tmp_path / "home"
+    home.mkdir()
+    source = _copy_of_the_clone(tmp_path).rename(home / "gpufleet")
+    # The user's own python3, not the test venv's: the test venv's bin leaves PATH.
+    user_path = os.pathsep.join(p for p in os.environ["PATH"].split(os.pathsep) if Path(p) != Path(sys.executable).parent)
+    install = subprocess.run(["bash", "-euc", " && ".join(readme_install_commands())], cwd=home, capture_output=True,
+                             text=True, check=False, timeout=900,
+                             env={**clean_env(HOME=str(home)), "EDITOR": "true", "PATH": user_path})
     assert install.returncode == 0, install.stderr[-3000:]
+    venv = home / ".gpufleet-venv"
+    assert not any(source.glob("**/pyvenv.cfg")) and (home / "my-cluster" / "hosts.yml").is_file()
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
     inventory = local_inventory(elsewhere / "inv.yml", hosts=("n1",))

@@ -207,3 +207,29 @@ def test_a_failure_rescued_inside_a_block_does_not_fail_the_node(tmp_path):
     rescued = summary["nodes"]["n1"]["stages"]["Recover on purpose"]
     assert rescued["status"] == "ok" and rescued["failed"] == 0 and rescued["rescued"] == 1
     assert "the rescue itself failed" in summary["nodes"]["n2"]["reason"]
+
+
+@pytest.mark.parametrize("source", ["fifo", "/dev/stdin"])
+def test_extra_vars_from_a_pipe_or_device_are_refused_instead_of_waiting_forever(tmp_path, source):
+    """Issue 35 N19: `-e @FILE` reads a regular file only; a FIFO or /dev/stdin would block the run unbounded."""
+    from cli_helpers import clean_env, local_inventory
+
+    repo = Path(__file__).resolve().parents[3]
+    if source == "fifo":
+        source = str(tmp_path / "vars.fifo")
+        os.mkfifo(source)
+    artifacts = tmp_path / "out"
+    argv = ["run", "preflight", "-i", str(local_inventory(tmp_path / "inv.yml", hosts=("n1",))),
+            "--artifacts", str(artifacts), "-e", f"@{source}"]
+    stdin, writer = os.pipe()  # a pipe nobody writes to or closes, as a CI job's stdin may be
+    try:  # the timeout only ends a run that blocks (the bug); the verdict is the refusal below
+        proc = subprocess.run([sys.executable, "-m", "gpufleet", *argv], cwd=tmp_path, stdin=stdin,
+                              env=clean_env(PYTHONPATH=str(repo)), capture_output=True, text=True, timeout=120)
+    except subprocess.TimeoutExpired:
+        pytest.fail(f"gpufleet blocked reading -e @{source}")
+    finally:
+        os.close(stdin)
+        os.close(writer)
+    summary = json.loads((artifacts / "summary.json").read_text())
+    assert proc.returncode == 2 and summary["ansible_rc"] is None, proc.stderr
+    assert source in summary["reason"] and "regular file" in summary["reason"], summary["reason"]

@@ -140,3 +140,40 @@ def test_the_cli_keeps_url_credentials_out_of_every_artifact_and_the_console(out
         assert part not in console.out + console.err, f"{part} leaked onto the console"
     reason = json.loads((artifacts / "summary.json").read_text())["nodes"]["n1"]["stages"]
     assert "proxy.internal" in json.dumps(reason)  # the rest of the URL stays readable
+
+
+# -- issue 35 N12: credentials in a URL's query string ---------------------------------------------------------
+
+AZURE_SIG = "sv2Zs9Ykq%2BQe0Rr3pF8dXx%3D"
+AMZ_SIGNATURE = "4f2b1c9e0d8a7b6c5d4e3f2a1b0c9d8e7f6a5b4c3d2e1f0a9b8c7d6e5f4a3b2c"
+AMZ_CREDENTIAL = "AKIAIOSFODNN7EXAMPLE/20260101/us-east-1/s3/aws4_request"
+QUERY_TOKEN = "glpat-query-token-9d2f"
+
+
+def test_secret_named_query_values_are_masked_and_the_rest_of_the_url_kept():
+    text = (f"get https://acct.blob.core.windows.net/wheels/torch.whl?sv=2022-11-02&se=2026-12-31&sig={AZURE_SIG} "
+            f"and 'https://bucket.s3.amazonaws.com/key.whl?X-Amz-Algorithm=AWS4-HMAC-SHA256"
+            f"&X-Amz-Credential={AMZ_CREDENTIAL}&X-Amz-Signature={AMZ_SIGNATURE}' "
+            f"index https://user:{PROXY_PASSWORD}@gitlab.example/api/v4/simple?page=2&private_token={QUERY_TOKEN}#top "
+            "plain https://pypi.org/simple?format=json&key= ok")
+    clean = scrub_text(text, [])
+    for secret in (AZURE_SIG, AMZ_SIGNATURE, AMZ_CREDENTIAL, QUERY_TOKEN, PROXY_PASSWORD):
+        assert secret not in clean, clean
+    assert clean == (
+        f"get https://acct.blob.core.windows.net/wheels/torch.whl?sv=2022-11-02&se=2026-12-31&sig={MASK} "
+        f"and 'https://bucket.s3.amazonaws.com/key.whl?X-Amz-Algorithm=AWS4-HMAC-SHA256"
+        f"&X-Amz-Credential={MASK}&X-Amz-Signature={MASK}' "
+        f"index https://user:{MASK}@gitlab.example/api/v4/simple?page=2&private_token={MASK}#top "
+        "plain https://pypi.org/simple?format=json&key= ok")
+
+
+def test_each_listed_query_name_is_a_secret_and_its_value_is_removed_everywhere():
+    names = ("token", "access_token", "key", "api_key", "password", "secret", "client_secret", "sig", "signature",
+             "X-Amz-Signature", "X-Amz-Credential", "X-Amz-Security-Token", "X-Goog-Signature", "auth")
+    for name in names:
+        value = f"value-of-{name.lower()}-1234"
+        url = f"https://h.example/p?a=1&{name}={value}"
+        assert scrub_text(url, []) == f"https://h.example/p?a=1&{name}={MASK}", name
+    # A token in an environment variable's URL is also removed where it appears on its own.
+    secrets = secret_values(environ={"INDEX_URL": f"https://h.example/simple?token={QUERY_TOKEN}"})
+    assert scrub_text(f"retrying with {QUERY_TOKEN}", secrets) == f"retrying with {MASK}"

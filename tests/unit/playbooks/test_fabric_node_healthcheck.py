@@ -29,7 +29,8 @@ def run_fabric(tmp_path: Path, *extra: str) -> subprocess.CompletedProcess:
     (tmp_path / "slurm.conf").write_text("ClusterName=demo\n")
     scratch = {"node_healthcheck_mode": "slurm", "node_healthcheck_slurm_conf": str(tmp_path / "slurm.conf"),
                "__node_healthcheck_program": str(tmp_path / "sbin" / "gpufleet-healthcheck"),
-               "__node_healthcheck_lib": str(tmp_path / "lib")}
+               "__node_healthcheck_lib_root": str(tmp_path / "lib"),
+               "__node_healthcheck_config": str(tmp_path / "etc" / "healthcheck.json")}
     (tmp_path / "sbin").mkdir()
     env = dict(os.environ, ANSIBLE_CONFIG=str(REPO / "ansible.cfg"), PATH=f"{BIN}:{os.environ['PATH']}")
     return subprocess.run([str(BIN / "ansible-playbook"), "-i", str(inventory), str(REPO / "playbooks" / "fabric.yml"),
@@ -50,6 +51,7 @@ def test_asked_for_it_installs_the_program_its_parsers_and_the_slurm_settings(tm
     result = run_fabric(tmp_path, "-e", "gpufleet_node_healthcheck=true")
     assert result.returncode == 0, (result.stdout + result.stderr)[-3000:]
     assert (tmp_path / "sbin" / "gpufleet-healthcheck").stat().st_mode & 0o111
-    assert {p.name for p in (tmp_path / "lib").iterdir()} >= {"slurm.py", "dcgm.py", "nvlink.py", "findings.py"}
+    lib = tmp_path / "lib" / "ansible_collections" / "gpufleet" / "cluster" / "plugins" / "module_utils"
+    assert {p.name for p in lib.iterdir()} >= {"slurm.py", "dcgm.py", "nvlink.py", "findings.py", "health.py"}
     assert (tmp_path / "slurm.conf").read_text().splitlines() == [
         "ClusterName=demo", f"HealthCheckProgram={tmp_path / 'sbin' / 'gpufleet-healthcheck'}", "HealthCheckInterval=900"]

@@ -111,3 +111,14 @@ def test_a_stored_node_baseline_names_the_node_that_fell_behind_its_own_history(
     regressed = [f for f in report["findings"] if f["code"] == "NODE_REGRESSED"]
     assert len(regressed) == 1 and regressed[0]["node"] == "node1" and regressed[0]["kind"] == "compute"
     assert set(regressed[0]["value"]) == {"gpu0.gemm_bf16_tflops", "gpu0.gemm_fp8_tflops", "gpu0.copy_gbps"}
+
+
+def test_a_gpu_that_printed_no_figure_fails_its_node(tmp_path):
+    # gpu-missing: the driver (and so the stand-in) lists 7 of the node's 8 GPUs; the inventory expects 8.
+    merged, env = sim_node(tmp_path, ["gpu-missing"])
+    command = json.dumps({"gpu_benchmark_compute_command": [str(REPO / "tests" / "sim" / "standins" / "gpufleet_microbench")]})
+    proc, report = run_compute(tmp_path, "-e", command, "-e", "gpufleet_expected_gpu_count=8", env=env)
+    assert proc.returncode == 2, proc.stdout[-4000:]
+    assert len(report["gpus"]) == 7
+    assert [(f["code"], f["gpu_index"], f["severity"]) for f in report["findings"]] == [("FIGURE_MISSING", 7, "fail")]
+    assert "GPU 7 printed no figure (torch measured 7 GPU(s), 8 expected)" in report["findings"][0]["message"]

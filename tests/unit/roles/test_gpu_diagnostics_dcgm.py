@@ -48,7 +48,7 @@ def test_the_validate_play_plans_and_hands_over_the_dcgm_packages():
     plan = stack_plan({"cuda": "12.8"}, gpus=["NVIDIA H100 80GB HBM3"], os="ubuntu22.04", arch="x86_64", nvswitch=False)
     wired = wired_from(plan)
     assert wired == {"gpu_diagnostics_packages": ["datacenter-gpu-manager-4-core", "datacenter-gpu-manager-4-cuda12"],
-                     "gpu_diagnostics_package_version": "1:4.5.2-1"}
+                     "gpu_diagnostics_package_version": "1:4.6.0-1"}
     assert wired_from(plan, gpufleet_dcgm_version="1:4.4.0-1")["gpu_diagnostics_package_version"] == "1:4.4.0-1"
     plan13 = stack_plan({"cuda": "13.0"}, gpus=["NVIDIA H100 80GB HBM3"], os="ubuntu24.04", arch="x86_64", nvswitch=False)
     assert wired_from(plan13)["gpu_diagnostics_packages"][-1] == "datacenter-gpu-manager-4-cuda13"

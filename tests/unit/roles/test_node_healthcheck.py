@@ -9,7 +9,7 @@ from pathlib import Path
 from fixtures_path import FIXTURES
 
 REPO = Path(__file__).resolve().parents[3]
-PROGRAM = REPO / "roles" / "node_healthcheck" / "files" / "gpufleet-healthcheck"
+PROGRAM = REPO / "roles" / "node_healthcheck" / "files" / "gpufleet_healthcheck.py"
 sys.path.insert(0, str(REPO / "tests" / "sim"))
 from gfsim import hardware  # noqa: E402
 
@@ -28,7 +28,8 @@ def run(tmp_path, faults=(), drain=False, node="node2", show=""):
     (bin_dir / "scontrol").chmod(0o755)
     env = dict(os.environ, PATH=f"{bin_dir}:/usr/bin:/bin", GPUFLEET_LIB=str(REPO / "collections"),
                GPUFLEET_SIM_ETC=str(etc), GPUFLEET_SIM_HOSTENGINE="1")
-    args = [sys.executable, str(PROGRAM), "--node", node, "--state-dir", str(tmp_path / "state")]
+    args = [sys.executable, str(PROGRAM), "--config", str(tmp_path / "no-config.json"), "--node", node,
+            "--state-dir", str(tmp_path / "state")]
     proc = subprocess.run(args + (["--drain"] if drain else []), capture_output=True, text=True, env=env, check=False)
     return proc, json.loads((tmp_path / "state" / "healthcheck.json").read_text())
 
@@ -56,5 +57,5 @@ def test_a_node_an_operator_drained_keeps_the_operators_reason(tmp_path):
                        show='[ "$1" = show ] && cat "%s"' % capture)
     assert proc.returncode == 1
     assert (tmp_path / "scontrol.log").read_text().splitlines() == ["show node oxygen-04"]
-    assert result["drain"] == 'oxygen-04 is already drained (reason "memory issues?"); left as it is'
+    assert result["slurm"] == 'oxygen-04 is already drained (reason "memory issues?"); left as it is'
     assert not (tmp_path / "state" / "slurm-drained-by-gpufleet").exists()

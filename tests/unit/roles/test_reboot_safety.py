@@ -75,14 +75,14 @@ class Node:
         root.mkdir(parents=True)
         header = COMPUTE_APPS.read_text().splitlines()[0]
         if gpu_apps == "busy":
-            smi = f"#!/bin/sh\ncat '{COMPUTE_APPS}'\n"
+            smi = f"cat '{COMPUTE_APPS}'\n"
         elif gpu_apps == "idle":  # the capture's header with no process rows
-            smi = f"#!/bin/sh\necho '{header}'\n"
-        elif gpu_apps == "hang":
-            smi = "#!/bin/sh\nexec sleep 30\n"
+            smi = f"echo '{header}'\n"
+        elif gpu_apps == "hang":  # answers never: only the role's timeout ends it, and it says so
+            smi = f"trap 'echo TERM > \"{root}/nvidia-smi.killed\"; exit 143' TERM\nwhile :; do sleep 1; done\n"
         else:
-            smi = "#!/bin/sh\necho 'Unable to determine the device handle for GPU0000:00:09.0: Unknown Error' >&2\nexit 15\n"
-        stub(root / "nvidia-smi", smi)
+            smi = "echo 'Unable to determine the device handle for GPU0000:00:09.0: Unknown Error' >&2\nexit 15\n"
+        stub(root / "nvidia-smi", f"#!/bin/sh\necho \"$*\" >> '{root}/nvidia-smi.calls'\n" + smi)
         (root / "boot").mkdir()
         for kernel in kernels:
             (root / "boot" / f"vmlinuz-{kernel}").write_text("")
@@ -113,6 +113,10 @@ if grep -qx "$2" '{root}/modules'; then echo 535.183.01; else echo "modinfo: ERR
 
     def slurm_state(self) -> str:
         return (self.root / "slurm.state").read_text().strip()
+
+    def nvidia_smi_calls(self) -> str:
+        calls = self.root / "nvidia-smi.calls"
+        return calls.read_text() if calls.exists() else ""
 
     def scontrol_calls(self) -> str:
         calls = self.root / "scontrol.calls"
@@ -157,20 +161,34 @@ def test_busy_gpus_may_be_overridden_by_a_string_boolean(tmp_path):
     assert result.returncode == 0, result.out[-4000:]
 
 
-@pytest.mark.parametrize("gpu_apps, words", [
-    ("hang", "did not answer within 2s"),
-    ("error", "failed (rc 15): Unable to determine the device handle")])
-def test_unreadable_gpu_processes_refuse_the_reboot(tmp_path, gpu_apps, words):
-    node = Node(tmp_path / "gpu-a01", gpu_apps=gpu_apps)
-    result = guard(tmp_path, node, "-e", "reboot_command_timeout=2")
+# The limit the hanging stand-in runs into. It bounds the test, it is not a verdict: the stand-in blocks until
+# killed, so the timeout path is certain however slow the machine, and the node's other commands (uname, under
+# the same limit as a task timeout) have ample time under load.
+HANG_LIMIT_S = 20
+
+
+def test_gpu_processes_that_cannot_be_read_in_time_refuse_the_reboot(tmp_path):
+    node = Node(tmp_path / "gpu-a01", gpu_apps="hang")
+    result = guard(tmp_path, node, "-e", "reboot_command_timeout=%d" % HANG_LIMIT_S)
     assert result.returncode != 0
-    assert words in result.out and "whether a job still uses the GPUs is unknown" in result.out, result.out[-4000:]
+    assert (tmp_path / "gpu-a01" / "nvidia-smi.killed").read_text() == "TERM\n", "the role's timeout ended the query"
+    assert "did not answer within %ds" % HANG_LIMIT_S in result.out, result.out[-4000:]
+    assert "whether a job still uses the GPUs is unknown" in result.out
+
+
+def test_gpu_processes_that_cannot_be_read_refuse_the_reboot(tmp_path):
+    node = Node(tmp_path / "gpu-a01", gpu_apps="error")
+    result = guard(tmp_path, node)
+    assert result.returncode != 0
+    assert "failed (rc 15): Unable to determine the device handle" in result.out, result.out[-4000:]
+    assert "whether a job still uses the GPUs is unknown" in result.out
 
 
 def test_no_loaded_driver_means_no_gpu_process_to_wait_for(tmp_path):
     node = Node(tmp_path / "gpu-a01", gpu_apps="hang", driver_loaded=False)
-    result = guard(tmp_path, node, "-e", "reboot_command_timeout=2")
+    result = guard(tmp_path, node)
     assert result.returncode == 0, result.out[-4000:]
+    assert node.nvidia_smi_calls() == "", "nvidia-smi is not asked when no NVIDIA module is loaded"
 
 
 def test_a_new_kernel_without_the_nvidia_module_is_not_booted(tmp_path):
@@ -181,11 +199,17 @@ def test_a_new_kernel_without_the_nvidia_module_is_not_booted(tmp_path):
     assert "Module nvidia not found" in result.out and f"dkms autoinstall -k {NEWER}" in result.out
 
 
+# reboot_slurm_drain_timeout / __reboot_slurm_poll_delay is the number of polls of the wait, not a deadline:
+# the stand-in's state is a file, so an idle node is drained at the first poll and a busy one at none,
+# however slow the machine. The delay between polls only makes the test short.
 def test_slurm_node_is_drained_and_waited_for_before_the_reboot(tmp_path):
     node = Node(tmp_path / "gpu-a01", slurm="IDLE|none")
     result = guard(tmp_path, node, "-e", "reboot_slurm_drain_timeout=5 __reboot_slurm_poll_delay=1")
     assert result.returncode == 0, result.out[-4000:]
     assert node.slurm_state() == "IDLE+DRAIN|gpufleet: reboot"
+    # one read, the drain (its own read, then the update), one poll that found the node drained
+    assert node.scontrol_calls().splitlines() == ["show node gpu-a01"] * 2 + [
+        "update NodeName=gpu-a01 State=DRAIN Reason=gpufleet: reboot", "show node gpu-a01"], node.scontrol_calls()
 
 
 def test_slurm_node_whose_jobs_do_not_end_is_refused_and_given_back(tmp_path):
@@ -199,6 +223,9 @@ def test_slurm_node_whose_jobs_do_not_end_is_refused_and_given_back(tmp_path):
     assert "Wait until no job runs on the node" in result.out, result.out[-4000:]
     assert "TASK [gpufleet.cluster.reboot : Reboot the node]" not in result.out
     assert "State=DRAIN" in node.scontrol_calls()
+    # the wait polled the node and gave up when its polls were spent, not on the clock
+    polls = node.scontrol_calls().split("State=DRAIN")[1].split("State=RESUME")[0]
+    assert polls.count("show node gpu-a01") >= 2, node.scontrol_calls()
     assert node.slurm_state() == "MIXED|none", "the drain gpufleet made for a reboot that did not happen is undone"
 
 

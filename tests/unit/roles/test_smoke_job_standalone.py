@@ -258,3 +258,20 @@ def test_node_that_never_starts_is_named_within_the_join_timeout(tmp_path):
     assert not report["verdict"]["passed"]
     assert [m["node"] for m in report["missing_nodes"]] == ["b"]
     assert "b:" in report["verdict"]["reasons"][0]
+
+
+def test_a_launch_leaves_nothing_in_tmpdir_and_no_torchrun_log_dir(tmp_path):
+    """issue 35 N18: torchrun's default log dir is a fresh /tmp/torchelastic_* per launch, never removed; the
+    launcher gives it one under the job's work dir and removes it when torchrun has ended."""
+    tmpdir, work = tmp_path / "tmp", tmp_path / "work"
+    tmpdir.mkdir()
+    rc, out, err = _run(_launcher("a", "a=127.0.0.1", work, "ttmp", _free_port(), _free_port()), timeout=180,
+                        TMPDIR=str(tmpdir))
+    assert rc == 0, err[-3000:]
+    doc = json.loads(out.strip().splitlines()[-1])
+    assert doc["torchrun_rc"] == 0 and doc["result"], doc
+    assert sorted(os.listdir(tmpdir)) == []
+    command = doc["command"]
+    assert "--log-dir" in command
+    log_dir = Path(command[command.index("--log-dir") + 1])
+    assert work in log_dir.parents and not log_dir.exists() and not log_dir.parent.exists()

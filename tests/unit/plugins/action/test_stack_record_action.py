@@ -75,6 +75,8 @@ def test_probe_record_probe_and_a_default_only_variable_changes_the_key(tmp_path
     inputs = out["again"]["key_parts"]["inputs"]
     assert {"nvidia_driver_branch", "cuda_toolkit_versions", "nccl_version_string", "pytorch_venv"} <= set(inputs)
     assert "plugins/action/stack_record.py" in out["again"]["key_parts"]["code"]
+    # and the play that holds the probe (issue 35 N4: the play decides which roles run)
+    assert str((tmp_path / "play.yml").resolve()) in out["again"]["key_parts"]["code"]
     proxied = out["proxied"]
     assert proxied["converged"] is False and proxied["key"] != out["again"]["key"]
     assert "inputs.nvidia_driver_proxy_env" in proxied["reason"] and "inputs.pytorch_proxy_env" in proxied["reason"]
@@ -85,11 +87,10 @@ def test_probe_record_probe_and_a_default_only_variable_changes_the_key(tmp_path
         "pytorch_requirements_lock (content)"]
     assert not out["locked"]["pytorch_requirements_lock (content)"].startswith("unreadable")
     assert out["full"]["converged"] is False and out["full"]["key"] == out["again"]["key"]
-    # A watched file that moved is drift under the same key.
+    # A watched file that moved is drift under the same key (the same play: the play is in the key).
     (tmp_path / "pin").write_text("Pin: version 2.18.3-1+cuda12.2\n")
-    moved = run_play(tmp_path, [probe("before"), {"name": "out", "ansible.builtin.copy": {
-        "dest": "{{ out }}", "mode": "0644", "content": "{{ before | to_json }}"}}])
-    after = json.loads((tmp_path / "out.json").read_text())
+    moved = run_play(tmp_path, tasks)
+    after = json.loads((tmp_path / "out.json").read_text())["before"]
     assert after["converged"] is False and after["drift"] and str(tmp_path / "pin") in after["drift"][0], moved.out[-3000:]
 
 

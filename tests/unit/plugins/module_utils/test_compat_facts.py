@@ -15,7 +15,8 @@ from ansible_collections.gpufleet.cluster.plugins.module_utils.gpu_models import
 
 KINDS = {"apt_unversioned", "cuda_release", "cuda_minor_floor", "cuda_nccl", "cc_first_cuda", "cc_last_cuda", "arch_last_branch",
          "branch", "branch_max_cuda", "branch_releases", "driver_release", "branch_recommended", "gpu_cc",
-         "gpu_min_driver", "repo", "repo_cuda", "repo_branch", "nvlink_subnet_manager", "imex_domain"}
+         "gpu_min_driver", "repo", "repo_cuda", "repo_branch", "nvlink_subnet_manager", "imex_domain",
+         "dcgm_release", "kernel_modules"}
 
 
 def test_every_row_has_one_known_source_with_a_date():
@@ -125,5 +126,22 @@ def test_new_operating_systems_have_their_repository(os_id, distro):
 
 def test_eol_is_judged_against_the_tables_review_date():
     # R595 ends in March 2027: supported on the review date; R535 (June 2026) and R610 (August 2026) ended.
-    assert facts.AS_OF == "2026-12-05"
+    assert facts.AS_OF == "2026-12-06"
     assert [b for b, e in data.DRIVER_BRANCHES.items() if not e["eol"]] == ["580", "595", "620"]
+
+
+def test_dcgm_release_is_a_sourced_row_read_in_a_package_listing():
+    # issue 35: DCGM 4.6.0 (July 2026) superseded the hand-typed 4.5.2-1.
+    assert facts.rows("dcgm_release") == {"dnf": "4.6.0-1", "apt": "1:4.6.0-1"}
+    assert data.DCGM_PACKAGES["version"] == {"apt": "1:4.6.0-1", "dnf": "4.6.0-1"}
+    listing = facts.source_of("dcgm_release", "dnf")
+    assert "relnotes-2023.12.20260706" in listing["url"] and "datacenter-gpu-manager-4-core-4.6.0-1" in listing["document"]
+    assert "epoch" in facts.source_of("dcgm_release", "apt")["document"]
+    assert facts.cite("dcgm_release", "dnf") in data.DCGM_PACKAGES["source"]
+
+
+def test_the_620_driver_guide_removes_the_proprietary_kernel_modules():
+    assert facts.rows("kernel_modules") == {"proprietary_removed_from_branch": "620"}
+    assert "Proprietary Kernel Modules Removed" in facts.source_of("kernel_modules", "proprietary_removed_from_branch")["document"]
+    assert data.KERNEL_MODULES["proprietary_removed_from_branch"] == "620"
+    assert "620" in data.KERNEL_MODULES["source"]

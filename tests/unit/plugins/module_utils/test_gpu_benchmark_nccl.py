@@ -132,3 +132,39 @@ def test_what_did_not_run_is_listed_with_the_reason():
     assert [(n["check"], n["reason"]) for n in result["not_checked"]] == [
         ("nccl-tests within the node", "nccl-tests is not installed in /usr/bin"),
         ("nccl-tests across nodes", "fewer than two nodes")]
+
+
+@pytest.mark.parametrize("figure", [None, float("nan"), float("inf"), -1.0], ids=["None", "nan", "inf", "-1"])
+def test_a_run_whose_busbw_is_no_figure_fails_instead_of_passing(monkeypatch, figure):
+    # What the parser hands over when a table has no usable busbw (issue 35): before, None passed every floor
+    # (the comparison was skipped) and NaN too (NaN < floor is False).
+    monkeypatch.setattr(gb, "large_message_band", lambda test, min_size_bytes=None: {"busbw_gbps": figure,
+                                                                                      "collapse": None})
+    summary = gb.nccl_run_summary(SINGLE, 0, "all_reduce", 8)
+    assert summary["busbw_gbps"] is None and any("busbw at messages" in p for p in summary["problems"])
+    findings = gb.judge_run("single-node", summary, 460.0, "aznhc", ["node1"], "all_reduce_perf")
+    assert [f["code"] for f in findings] == ["NCCL_TESTS_FAILED"]
+
+
+@pytest.mark.parametrize("override", [float("nan"), float("inf"), -1, "x"], ids=["nan", "inf", "-1", "x"])
+def test_an_override_floor_that_is_no_figure_is_no_floor_and_says_why(override):
+    floor, source = gb.nccl_floor("all_reduce", "h100-sxm5-80gb", 8, 1, override=override)
+    assert floor is None and "gpu_benchmark_thresholds" in source
+
+
+def test_a_collapse_is_named_in_the_low_busbw_finding(monkeypatch):
+    """The band's fall (nccl_tests.band_busbw) is said in the finding, not only its lowest figure."""
+    collapse = {"text": "busbw fell from 45.87 GB/s at 4 GiB to 5.73 GB/s at 16 GiB (-88 %; band 4 GiB to 16 GiB)"}
+    monkeypatch.setattr(gb, "large_message_band", lambda test, min_size_bytes=None: {"busbw_gbps": 5.73,
+                                                                                      "collapse": collapse})
+    summary = gb.nccl_run_summary(SINGLE, 0, "all_reduce", 8)
+    findings = gb.judge_run("single-node", summary, 37.5, "per-rail floor", ["node1"], "sendrecv_perf")
+    assert [f["code"] for f in findings] == ["NCCL_TESTS_BUSBW_LOW"]
+    assert findings[0]["message"].endswith("; " + collapse["text"])
+
+
+def test_a_test_that_failed_before_its_table_fails_with_nccl_tests_own_words():
+    log = (FIXTURES / "nccl-tests" / "rtx-a6000-2node-4gpu-all_reduce_perf-failed-before-table-nccl-tests-issue219.log"
+           ).read_text()
+    summary = gb.nccl_run_summary(log, 1, "all_reduce", 4)
+    assert any("internal error" in p for p in summary["problems"]), summary["problems"]

@@ -57,7 +57,7 @@ def test_the_published_h100_figures_pass_and_a_slow_gpu_is_named():
     bf16, copy = PUBLISHED["gemm_tflops"]["bf16"], PUBLISHED["copy_gbps"]
     runs = {"node1": _run(*[_line(i, bf16, copy) for i in range(8)]),
             "node2": _run(*[_line(i, bf16 * (0.4 if i == 3 else 1), copy) for i in range(8)])}
-    result = gpu_compute.compute_verdict(["node1", "node2"], runs)
+    result = gpu_compute.compute_verdict(["node1", "node2"], runs, expected_gpus=8)
     assert [(f["node"], f["code"], f["gpu_index"]) for f in result["findings"]] == [("node2", "GPU_GEMM_SLOW", 3)]
     assert result["gpus"][0]["gemm"]["bf16"]["efficiency"] == pytest.approx(bf16 / 989.5, abs=1e-4)
     assert result["not_checked"] == []

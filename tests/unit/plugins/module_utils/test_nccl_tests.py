@@ -3,7 +3,8 @@
 import pytest
 
 from ansible_collections.gpufleet.cluster.plugins.module_utils.nccl_tests import (
-    algbw_gbps, bus_factor, busbw_gbps, large_message_busbw, normalize_collective, parse_nccl_tests)
+    algbw_gbps, band_busbw, bus_factor, busbw_gbps, large_message_band, large_message_busbw, normalize_collective,
+    parse_nccl_tests)
 from fixtures_path import FIXTURES
 
 LOGS = FIXTURES / "nccl-tests"
@@ -159,3 +160,98 @@ def test_wrong_counts_are_summed():
 def test_empty_and_garbage():
     assert parse_nccl_tests("") == []
     assert parse_nccl_tests("no table here\n# just comments\n") == []
+
+
+# --- issue 35: a collapse at the largest sizes is judged, not hidden by the band's peak -------------------
+
+PAIR = "h100-2node-16gpu-pairwise-nccl2.29.2-tests2.17.8-alltoall-sendrecv.log"
+SENDRECV_16G = ("17179869184    2147483648    double     sum      -1   374556   45.87   45.87       0"
+                "   374631   45.86   45.86    N/A")
+# The same row eight times slower (time x8, algbw and busbw / 8, as nccl-tests would print them): the
+# real two-node capture edited in the test, so the edit is visible here and the fixture stays verbatim.
+SENDRECV_16G_COLLAPSED = ("17179869184    2147483648    double     sum      -1  2996448    5.73    5.73       0"
+                          "  2997048    5.73    5.73    N/A")
+
+
+def _collapsed_pair_log():
+    text = (LOGS / PAIR).read_text()
+    assert SENDRECV_16G in text
+    return text.replace(SENDRECV_16G, SENDRECV_16G_COLLAPSED)
+
+
+def test_a_sendrecv_that_collapses_at_the_largest_size_is_judged_at_the_collapse():
+    sendrecv = [t for t in parse_nccl_tests(_collapsed_pair_log()) if t["collective"] == "sendrecv"][0]
+    assert large_message_busbw(sendrecv, min_size_bytes=4 << 30) == 5.73  # the peak, 45.87, hid it before
+    band = large_message_band(sendrecv, min_size_bytes=4 << 30)
+    assert band["peak_gbps"] == 45.87 and band["collapse"]["to_size_bytes"] == 16 << 30
+    assert band["collapse"]["text"] == (
+        "busbw fell from 45.87 GB/s at 4 GiB to 5.73 GB/s at 16 GiB (-88 %; band 4 GiB to 16 GiB)")
+
+
+def test_the_collapse_fails_the_gpu_benchmark_verdict():
+    from ansible_collections.gpufleet.cluster.plugins.module_utils import gpu_benchmark as gb
+    summary = gb.nccl_run_summary(_collapsed_pair_log(), 0, "sendrecv", expected_ranks=16, large_bytes=4 << 30)
+    floor, source = gb.nccl_floor("sendrecv", "h100-sxm5-80gb", 8, 2, rail_gbps=400)
+    findings = gb.judge_run("pair", summary, floor, source, ["a", "b"], "sendrecv_perf")
+    assert [f["code"] for f in findings] == ["NCCL_TESTS_BUSBW_LOW"] * 2 and findings[0]["value"] == 5.73
+
+
+def test_the_ramp_before_the_peak_is_not_a_collapse():
+    # Real 1-node H100: busbw rises from 434 GB/s at 256 MiB to 482.27 at 16 GiB; judging the band's minimum
+    # would fail a healthy node against the 460 GB/s floor.
+    ar = _parse(H100_1N)[0]
+    band = large_message_band(ar, min_size_bytes=256 << 20)
+    assert band["busbw_gbps"] == 482.27 and band["collapse"] is None
+
+
+def test_a_real_fall_after_the_peak_is_what_is_judged():
+    # Real 10-node H100 all_reduce: 364.07 GB/s at 2 GiB, then 315.96 at 4 GiB (a 13 % fall, sustained to 16 GiB).
+    ar = _parse(H100_10N)[0]
+    band = large_message_band(ar, min_size_bytes=256 << 20)
+    assert (band["peak_gbps"], band["peak_size_bytes"]) == (364.07, 2 << 30)
+    assert (band["busbw_gbps"], band["low_size_bytes"]) == (315.96, 4 << 30)
+    assert band["collapse"]["text"].startswith("busbw fell from 364.07 GB/s at 2 GiB to 315.96 GB/s at 4 GiB")
+
+
+def test_band_busbw_without_figures():
+    assert band_busbw([]) is None and band_busbw([{"size_bytes": 8, "busbw_gbps": None}]) is None
+
+
+def test_a_test_that_failed_before_its_table_keeps_its_ranks_and_the_reason():
+    # NVIDIA/nccl-tests issue 219: rank list, then "Test NCCL failure", no table (tests/fixtures/SOURCES.md).
+    (test,) = parse_nccl_tests((LOGS / "rtx-a6000-2node-4gpu-all_reduce_perf-failed-before-table-nccl-tests-issue219.log")
+                               .read_text())
+    assert test["rows"] == [] and test["nranks"] == 4 and large_message_band(test) is None
+    assert test["failures"] == [{"host": "fengyun", "library": "NCCL", "where": "common.cu:959",
+                                 "message": "internal error - please report this issue to the NCCL developers"}]
+
+
+def test_a_failure_after_rows_belongs_to_that_test_and_complete_logs_have_none():
+    text = (LOGS / GCP_2N).read_text().replace(
+        "# Out of bounds values", "node7: Test CUDA failure common.cu:1204 'an illegal memory access was encountered'\n"
+        "# Out of bounds values", 1)
+    (test,) = parse_nccl_tests(text)
+    assert [f["message"] for f in test["failures"]] == ["an illegal memory access was encountered"]
+    assert all(t["failures"] == [] for name in (H100_1N, H100_10N, GCP_2N, DGX_OLD) for t in _parse(name))
+
+
+def _tail_from_last_rank_line(text):
+    """What a log kept by its tail looks like when the cut falls inside the rank list: the last rank line on."""
+    lines = text.splitlines(keepends=True)
+    last = max(i for i, line in enumerate(lines) if line.startswith("#  Rank "))
+    return "".join(lines[last:])
+
+
+def test_a_log_cut_inside_its_rank_list_does_not_count_the_ranks_it_lost():
+    # The real 2-node GCP log, tail-trimmed to its last rank line ("#  Rank 15 ..."): one rank line is left, but
+    # 16 ranks ran. Counting lines read "1 rank(s) ran, 16 expected": an absence judged as a failure.
+    (test,) = parse_nccl_tests(_tail_from_last_rank_line((LOGS / GCP_2N).read_text()))
+    assert test["nranks"] is None and test["ranks_cut"] is True and len(test["rows"]) > 20
+    from ansible_collections.gpufleet.cluster.plugins.module_utils import gpu_benchmark as gb
+    summary = gb.nccl_run_summary(_tail_from_last_rank_line((LOGS / GCP_2N).read_text()), 0, "all_reduce", 16)
+    assert summary["problems"] == [] and summary["busbw_gbps"] == 338.82
+
+
+def test_a_complete_rank_list_is_counted():
+    assert [t["nranks"] for t in _parse(H100_10N)] == [80] * 5 and _parse(GCP_2N)[0]["nranks"] == 16
+    assert _parse(GCP_2N)[0]["ranks_cut"] is False

@@ -206,3 +206,12 @@ def test_a_failing_scontrol_is_an_error_naming_the_command(rc, err, words):
     with pytest.raises(slurm.SlurmError, match=words.replace("(", r"\(").replace(")", r"\)")):
         slurm.converge(run, "scontrol", "gpu-a01", "drained", reason=OURS)
     assert [c[0] for c in run.calls] == ["show"]
+
+
+@pytest.mark.parametrize("name", ["gpu[01-02]", "gpu01,gpu02", "gpu01 gpu02"])
+def test_converge_refuses_a_host_list_expression_before_running_anything(name):
+    """issue 35 N11: every caller of converge (the module, the health-check program) gets the refusal."""
+    ran = []
+    with pytest.raises(slurm.SlurmError, match=r"give one node name"):
+        slurm.converge(lambda argv: ran.append(argv) or (0, "", ""), "scontrol", name, "drained", reason="gpufleet: X")
+    assert ran == []

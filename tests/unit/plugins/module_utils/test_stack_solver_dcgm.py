@@ -20,7 +20,7 @@ def test_plan_picks_the_dcgm_package_of_the_toolkits_cuda_major(os_in, cuda, maj
     plan = solve(dict(H100, os=os_in, cuda=cuda))
     assert plan["cuda_version"].split(".")[0] == major
     assert plan["packages"]["dcgm"] == ["datacenter-gpu-manager-4-core", "datacenter-gpu-manager-4-cuda" + major]
-    assert plan["dcgm_version"] == "1:4.5.2-1"  # apt's version carries DCGM's epoch
+    assert plan["dcgm_version"] == "1:4.6.0-1"  # apt's version carries DCGM's epoch
     assert "DCGM_MATCHES_CUDA" in plan["rules_checked"]
     assert not any("DCGM 4 not planned" in w for w in plan["warnings"])
 
@@ -28,7 +28,7 @@ def test_plan_picks_the_dcgm_package_of_the_toolkits_cuda_major(os_in, cuda, maj
 def test_dnf_plan_names_the_rpm_version():
     plan = solve(dict(H100, os="rhel9", cuda="12.4"))
     assert plan["packages"]["dcgm"] == ["datacenter-gpu-manager-4-core", "datacenter-gpu-manager-4-cuda12"]
-    assert plan["dcgm_version"] == "4.5.2-1"
+    assert plan["dcgm_version"] == "4.6.0-1"
 
 
 def test_side_by_side_plan_takes_dcgm_for_the_newest_toolkit():

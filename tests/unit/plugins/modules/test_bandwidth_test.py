@@ -118,3 +118,21 @@ def test_iperf3_between_two_loopback_addresses(node_env):
         server.wait()
     (rail,) = result["results"]
     assert rail["gbps"] > 0 and len(rail["samples_gbps"]) == 2 and rail["argv"][:3] == ["iperf3", "-c", "127.0.0.1"]
+
+
+@pytest.mark.parametrize("field, value", [("server_address", "--run_infinitely"), ("server_address", "-h"),
+                                          ("bind", "-B"), ("server_address", "node 2")])
+def test_an_address_that_is_not_one_is_refused_before_any_client_runs(node_env, tmp_path, field, value):
+    """issue 35 N20: perftest would read '--run_infinitely' as an option and never end."""
+    test = rdma_test(free_port())
+    test[field] = value
+    log = tmp_path / "ran"
+    tool = tmp_path / "bin" / "ib_write_bw"
+    tool.parent.mkdir()
+    tool.write_text("#!/bin/sh\necho \"$@\" >> '%s'\n" % log)
+    tool.chmod(0o755)
+    env = dict(node_env, PATH="%s:%s" % (tool.parent, node_env["PATH"]))
+    result = run_module(env, {"test": test, "connect_timeout": 1})
+    assert result.get("failed") is True, result
+    assert "%s %r" % (field, value) in result["msg"] and "IP address or a host name" in result["msg"], result["msg"]
+    assert not log.exists()

@@ -94,3 +94,25 @@ def test_a_dcgmi_killed_at_its_deadline_fails_and_names_the_deadline(monkeypatch
     (finding,) = result["findings"]
     assert result["status"] == "fail" and finding["code"] == "DCGM_NO_RESULTS"
     assert "did not finish within 30s (diag_timeout)" in finding["message"], finding["message"]
+
+
+def test_a_gpu_that_refuses_nvlink_is_not_checked_with_the_tools_words(monkeypatch, capsys):
+    # issue 35: "Device does not have or support Nvlink" (canonical/checkbox PR 2727) was judged as 0 links.
+    refused = DIAG / "nvlink" / "nvlink-s-device-does-not-have-or-support-nvlink-checkbox-pr2727.txt"
+    result, _calls = run_module(monkeypatch, capsys, {"node": "node1", "checks": ["nvlink"]},
+                                {"nvidia-smi nvlink -s": (0, refused), "nvidia-smi nvlink -e": (0, refused)})
+    assert result["findings"] == [] and result["status"] != "fail"
+    reasons = {n["check"]: n["reason"] for n in result["not_checked"]}
+    assert "Device does not have or support Nvlink" in reasons["nvlink"]
+    assert "not in the model table" in reasons["nvlink_speed"]
+
+
+def test_perfquery_that_printed_no_counters_is_not_checked(monkeypatch, capsys):
+    # issue 35: treydock/infiniband_exporter issue 26's output, as if perfquery had exited 0: an empty answer passed.
+    refused = DIAG / "perfquery" / "perfquery-mad-rpc-open-port-failed-roce-infiniband-exporter-issue26.txt"
+    ports = [{"ca": "mlx5_0", "port": 1, "link_layer": "InfiniBand", "rate_gbps": 400}]
+    result, _calls = run_module(monkeypatch, capsys, {"node": "n", "checks": ["ib_counters"], "ib_ports": ports},
+                                {"perfquery -x -C": (0, refused)})
+    assert result["findings"] == []
+    (entry,) = result["not_checked"]
+    assert entry["check"] == "ib_counters" and "no counter block" in entry["reason"]

@@ -94,3 +94,14 @@ def test_bad_input_is_refused_before_scontrol_runs(capsys, tmp_path, args, words
     result = call(capsys, name="cricket", scontrol=scontrol(tmp_path, "exit 0"), **args)
     assert result["failed"] is True and words in result["msg"], result["msg"]
     assert not (tmp_path / "calls").exists()
+
+
+@pytest.mark.parametrize("state", ["query", "drained", "resumed"])
+@pytest.mark.parametrize("name", ["gpu[01-02]", "gpu01,gpu02", "gpu01 gpu02", "gpu01\tgpu02", " gpu01", ""])
+def test_a_host_list_expression_is_refused_before_scontrol_runs(capsys, tmp_path, state, name):
+    """issue 35 N11: scontrol reads NodeName=gpu[01-02] as a range and would drain every node in it."""
+    result = call(capsys, name=name, state=state, reason="gpufleet: XID_79", record=str(tmp_path / "record"),
+                  scontrol=scontrol(tmp_path, f"cat '{GPU_NODES}'"))
+    assert result["failed"] is True, result
+    assert repr(name) in result["msg"] and "give one node name" in result["msg"], result["msg"]
+    assert not (tmp_path / "calls").exists()

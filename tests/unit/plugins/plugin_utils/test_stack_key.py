@@ -151,3 +151,51 @@ def test_a_node_recorded_before_a_module_only_upgrade_is_not_converged_after_it(
     probe = node(key=upgraded_key, key_parts=upgraded)
     assert probe["converged"] is False
     assert probe["reason"].endswith("changed since the record: code.plugins/modules/signing_key_info.py"), probe
+
+
+def play_key(root):
+    parts = stack_key.key_parts(ROLES, defaults_only, root=str(root), extra_names=("stack_record",),
+                                play=str(root / "playbooks" / "gpu_stack.yml"))
+    return stack_key.key_of(parts), parts
+
+
+def test_the_play_s_files_are_the_playbook_and_every_task_file_it_includes():
+    files = stack_key.play_files(str(REPO / "playbooks" / "gpu_stack.yml"), root=str(REPO))
+    assert files["playbooks/gpu_stack.yml"] == str(REPO / "playbooks" / "gpu_stack.yml")
+    assert {"playbooks/tasks/gpu_stack_roles.yml", "playbooks/tasks/gpu_stack_plan.yml",
+            "playbooks/tasks/gpu_stack_node_record.yml", "playbooks/tasks/gpu_stack_loaded_driver.yml"} <= set(files)
+    # another playbook's tasks, and an imported playbook, are not this play's
+    assert "playbooks/tasks/validate_health.yml" not in files and "playbooks/reboot.yml" not in files
+
+
+def test_changing_only_the_stack_roles_task_file_changes_the_key(tree):
+    """issue 35 N4: which roles run, their entry points and the wheel check live in gpu_stack_roles.yml."""
+    shutil.copytree(REPO / "playbooks", tree / "playbooks")
+    before_key, before = play_key(tree)
+    roles_file = tree / "playbooks/tasks/gpu_stack_roles.yml"
+    tasks = yaml.safe_load(roles_file.read_text())
+    roles_file.write_text(yaml.safe_dump([task for task in tasks if "check_wheels" not in json.dumps(task)]))
+    after_key, after = play_key(tree)
+    assert after_key != before_key
+    assert changed(before, after) == ["code.playbooks/tasks/gpu_stack_roles.yml"]
+
+
+def test_a_role_the_stack_task_file_starts_to_run_is_followed(tree):
+    shutil.copytree(REPO / "playbooks", tree / "playbooks")
+    shutil.copytree(REPO / "roles" / "reboot", tree / "roles" / "reboot")
+    assert "roles/reboot/tasks/main.yml" not in play_key(tree)[1]["code"]
+    with open(tree / "playbooks/tasks/gpu_stack_roles.yml", "a", encoding="utf-8") as handle:
+        handle.write("\n- name: Run one more role\n  ansible.builtin.include_role:\n    name: gpufleet.cluster.reboot\n")
+    before = play_key(tree)[1]
+    assert "roles/reboot/tasks/main.yml" in before["code"]
+    with open(tree / "roles/reboot/tasks/main.yml", "a", encoding="utf-8") as handle:
+        handle.write("\n# a change to that role only\n")
+    assert changed(before, play_key(tree)[1]) == ["code.roles/reboot/tasks/main.yml"]
+
+
+def test_a_templated_task_file_name_stops_the_key_with_the_file_and_the_value(tree):
+    shutil.copytree(REPO / "playbooks", tree / "playbooks")
+    with open(tree / "playbooks/tasks/gpu_stack_roles.yml", "a", encoding="utf-8") as handle:
+        handle.write("\n- name: Include a computed file\n  ansible.builtin.include_tasks: \"{{ which }}.yml\"\n")
+    with pytest.raises(stack_key.StackKeyError, match=r"playbooks/tasks/gpu_stack_roles.yml includes '\{\{ which \}\}.yml'"):
+        play_key(tree)
