@@ -1,20 +1,24 @@
 """`gpufleet run STAGE -i INVENTORY`: one command, one JSON file, one exit code for pipelines.
 
 Every way a run can end writes summary.json with a one-line `reason`: 0 all nodes passed, 1 some
-nodes failed checks, 2 the run itself broke (bad arguments or -e, unwritable artifacts, inventory
-that does not parse, --limit matching nothing, every node unreachable, Ansible or runner errors, a
-cancel). `gpufleet` with no arguments prints its help and exits 2, writing nothing.
+nodes failed checks, 2 the run itself broke (a configuration error, bad -e, unwritable artifacts,
+inventory that does not parse, --limit matching nothing, every node unreachable, Ansible or runner
+errors, a cancel). A command-line error writes it only where --artifacts names. `gpufleet` with no
+arguments prints its help and exits 2, writing nothing.
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
+import difflib
 import json
 import os
+import re
 import shutil
 import sys
 import tempfile
+import textwrap
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Callable, NamedTuple
@@ -32,8 +36,9 @@ from gpufleet.summary import broken_summary, build_summary, summary_table
 SUMMARY_FILE = artifacts_mod.SUMMARY_FILE
 
 EPILOG = ("Exit codes: 0 all nodes passed; 1 some nodes failed checks (named on stderr and in summary.json); "
-          "2 the run itself broke (bad arguments, inventory, --limit, artifacts directory, every node "
-          "unreachable, Ansible error, cancelled); summary.json's `reason` says which.")
+          "2 the run itself broke (a configuration error -- stack request, profile, variables -- bad arguments, "
+          "inventory, --limit, artifacts directory, every node unreachable, Ansible error, cancelled); "
+          "summary.json's `reason` says which.")
 
 
 class UsageError(Exception):
@@ -47,6 +52,47 @@ class UsageError(Exception):
 class _Parser(argparse.ArgumentParser):
     def error(self, message):
         raise UsageError(message, self.format_usage())
+
+
+class _Formatter(argparse.RawDescriptionHelpFormatter):
+    """Help in the terminal's width (gpufleet.console): paragraphs are filled to it, while indented lines
+    (the stage list) keep their layout."""
+
+    def __init__(self, prog):
+        super().__init__(prog, width=console.width() - 2)
+
+    def _fill_text(self, text, width, indent):
+        lines = []
+        for line in text.splitlines():
+            if len(line) <= width:
+                lines.append(indent + line)
+                continue
+            # "  name  what it does": continuation lines start under "what".
+            hanging = re.match(r"^(\s+\S+\s+)", line) if line.startswith(" ") else None
+            lines.extend(textwrap.wrap(line, width, initial_indent=indent, break_on_hyphens=False,
+                                       subsequent_indent=indent + " " * (len(hanging.group(1)) if hanging else 0)))
+        return "\n".join(lines)
+
+
+def _unknown_option(parser: argparse.ArgumentParser, argv: list[str]) -> UsageError | None:
+    """The first --option the command's parser does not know, named with the nearest it does: argparse
+    would report a missing -i first, or take a typo for an abbreviation."""
+    command = None
+    for action in parser._subparsers._group_actions if parser._subparsers else []:  # pylint: disable=protected-access
+        command = action.choices.get(argv[0]) if argv else None
+    if command is None:
+        return None
+    known = [option for action in command._actions for option in action.option_strings]  # pylint: disable=protected-access
+    for arg in argv[1:]:
+        if arg == "--":
+            break
+        name = arg.split("=", 1)[0]
+        if name.startswith("--") and name not in known:
+            close = difflib.get_close_matches(name, [k for k in known if k.startswith("--")], n=1)
+            hint = f"; did you mean {close[0]}?" if close else ""
+            return UsageError(f"unknown option {name}{hint} (gpufleet {argv[0]} --help lists them)",
+                              command.format_usage())
+    return None
 
 
 def _version_text() -> str:
@@ -116,10 +162,10 @@ def add_run_arguments(run: argparse.ArgumentParser) -> None:
                         help="Ansible's verbosity; also streams Ansible's own output (repeat for more)")
     passed.add_argument("-f", "--forks", type=_positive_int, default=None, help="parallel processes")
     passed.add_argument("-u", "--user", default=None, help="connect as this user")
-    passed.add_argument("--private-key", "--key-file", dest="private_key", default=None,
+    passed.add_argument("--private-key", "--key-file", dest="private_key", default=None, metavar="FILE",
                         help="SSH private key file")
     passed.add_argument("--vault-id", action="append", default=[], help="vault identity, as for ansible-playbook")
-    passed.add_argument("--vault-password-file", action="append", default=[], help="vault password file")
+    passed.add_argument("--vault-password-file", action="append", default=[], metavar="FILE", help="vault password file")
 
 
 class Subcommand(NamedTuple):
@@ -139,18 +185,30 @@ def _subcommands() -> dict[str, Subcommand]:
                              mirror.main, description=mirror.DESCRIPTION, epilog=mirror.EPILOG),
         "plan": Subcommand("print the stack plan and why, with no node", plan_cmd.add_arguments, plan_cmd.main,
                            description=plan_cmd.DESCRIPTION, epilog=plan_cmd.EPILOG),
+        # main() hands `gpufleet compat ...` to gpufleet.compat's own parser; listed here so --help shows it.
+        "compat": Subcommand("show or refresh the release data the stack solver plans from (gpufleet compat --help)",
+                             _compat_arguments, _compat_main),
     }
+
+
+def _compat_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("compat_args", nargs=argparse.REMAINDER, metavar="...", help="gpufleet compat's own arguments")
+
+
+def _compat_main(args: argparse.Namespace, _argv: list[str]) -> int:
+    from gpufleet.compat import main as compat_main
+    return compat_main(args.compat_args)
 
 
 def _parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="gpufleet", description="Provision and verify GPU training clusters "
-                     "(ansible-runner front end).", epilog=EPILOG)
+                     "(ansible-runner front end).", epilog=EPILOG, formatter_class=_Formatter)
     parser.add_argument("--version", action=_VersionAction, help="print the versions of gpufleet, its collection "
                         "and ansible-core, and exit")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser, metavar="COMMAND")
     for name, command in _subcommands().items():
         sub_parser = sub.add_parser(name, help=command.help, description=command.description or None,
-                                    epilog=command.epilog or None, formatter_class=argparse.RawDescriptionHelpFormatter)
+                                    epilog=command.epilog or None, formatter_class=_Formatter)
         command.add_arguments(sub_parser)
         sub_parser.set_defaults(handler=command.main)
     return parser
@@ -198,11 +256,16 @@ def write_summary(summary: dict, claimed: artifacts_mod.ArtifactsDir | None, sec
     return None
 
 
-def _broken(stage, inventory, limit, reason, started_at, claimed, secrets) -> int:
+def _broken(stage, inventory, limit, reason, started_at, claimed, secrets, config_errors=()) -> int:
     summary = broken_summary(stage, inventory, limit, reason, started_at,
                              artifacts=claimed.path if claimed is not None else None)
+    summary["config_errors"] = list(config_errors)
     path = write_summary(summary, claimed, secrets)
-    print(scrub_text(f"gpufleet: run broke: {summary['reason']} (summary: {path})", secrets), file=sys.stderr)
+    if config_errors:  # whole, one a line: the reason may be cut
+        print(scrub_text("gpufleet: run broke: " + "\n".join(config_errors) + f"\nsummary: {path}", secrets),
+              file=sys.stderr)
+    else:
+        print(scrub_text(f"gpufleet: run broke: {summary['reason']} (summary: {path})", secrets), file=sys.stderr)
     return EXIT_RUN_BROKEN
 
 
@@ -231,8 +294,8 @@ def _run_claimed(args, claimed: artifacts_mod.ArtifactsDir, started_at: datetime
                              user=args.user, private_key=args.private_key, vault_ids=args.vault_id,
                              vault_password_files=args.vault_password_file)
 
-    def broken(reason: str) -> int:
-        return _broken(args.stage, args.inventory, args.limit, reason, started_at, claimed, secrets)
+    def broken(reason: str, config_errors=()) -> int:
+        return _broken(args.stage, args.inventory, args.limit, reason, started_at, claimed, secrets, config_errors)
 
     try:
         print(console.clip(f"gpufleet: stage {args.stage} on {args.inventory}"
@@ -241,7 +304,7 @@ def _run_claimed(args, claimed: artifacts_mod.ArtifactsDir, started_at: datetime
                         progress_every=args.progress_every, secrets=secrets)
         summary = build_summary(run, args.limit, started_at)
     except RunBroken as exc:
-        return broken(str(exc))
+        return broken(str(exc), getattr(exc, "problems", ()))
     except (KeyboardInterrupt, Cancelled) as exc:
         return broken(f"cancelled by {describe_signal(str(exc) or 'SIGINT')} before ansible-playbook started")
     except Exception as exc:  # the contract: a reason in summary.json and exit 2, never a bare traceback
@@ -252,7 +315,9 @@ def _run_claimed(args, claimed: artifacts_mod.ArtifactsDir, started_at: datetime
     path = write_summary(summary, claimed, secrets)
     print(summary_table(summary, colour=colour_enabled(sys.stdout)))
     print(f"summary: {path}")
-    if summary["exit_code"] == EXIT_RUN_BROKEN:
+    if summary.get("config_errors"):  # the whole message: the reason may be cut
+        print("gpufleet: run broke: " + "\n".join(summary["config_errors"]), file=sys.stderr)
+    elif summary["exit_code"] == EXIT_RUN_BROKEN:
         print(f"gpufleet: run broke: {summary['reason']}", file=sys.stderr)
     elif summary["failed_nodes"]:
         print("gpufleet: nodes failed: " + ", ".join(summary["failed_nodes"]), file=sys.stderr)
@@ -273,13 +338,18 @@ def main(argv: list[str] | None = None) -> int:
     signals.install()
     try:
         try:
-            args = _parser().parse_args(argv)
+            parser = _parser()
+            unknown = _unknown_option(parser, argv)
+            if unknown is not None:
+                raise unknown
+            args = parser.parse_args(argv)
         except UsageError as exc:
             sys.stderr.write(exc.usage)
-            if "run" not in argv:
+            stage, artifacts, inventory = _argv_hints(argv)
+            # A typo is no run: a summary only where the pipeline named the directory for it (--artifacts).
+            if "run" not in argv or artifacts is None:
                 print(f"gpufleet: error: {exc}", file=sys.stderr)
                 return EXIT_RUN_BROKEN
-            stage, artifacts, inventory = _argv_hints(argv)
             claimed, _refused = _claim_or_broken(artifacts, stage, started_at)
             with claimed or contextlib.nullcontext():
                 return _broken(stage, inventory, None, f"bad command line: {exc}", started_at, claimed, secrets)

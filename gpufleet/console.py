@@ -30,3 +30,26 @@ def names(items: list[str], limit: int) -> str:
             return ", ".join(shown) + f" and {len(items) - len(shown)} more"
         shown.append(item)
     return ", ".join(shown)
+
+
+def clip_middle(text: str, limit: int) -> str:
+    """`text` in `limit` characters with its middle cut out (' ... '): a failure's cause is at its end and
+    what failed at its start, so both stay."""
+    if len(text) <= limit:
+        return text
+    if limit < 9:
+        return clip(text, limit)
+    tail = (limit - 5) // 2
+    return text[: limit - 5 - tail] + " ... " + text[len(text) - tail:]
+
+
+def play_and_task(play: str, task: str, limit: int) -> str:
+    """"PLAY / TASK" in `limit` characters: the play's name is cut first (the task says what runs now),
+    then the task's middle."""
+    joined = f"{play} / {task}"
+    if len(joined) <= limit:
+        return joined
+    room = limit - len(task) - 3
+    if room >= 8:
+        return f"{clip(play, room)} / {task}"
+    return clip_middle(task, limit)

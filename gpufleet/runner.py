@@ -10,6 +10,7 @@ process tree before it is judged (gpufleet.cancel).
 
 from __future__ import annotations
 
+import difflib
 import json
 import os
 import re
@@ -64,6 +65,14 @@ DEFAULT_PROGRESS_EVERY_S = 10.0
 
 class RunBroken(Exception):
     """The run could not be carried out at all (bad input, inventory, missing playbook, runner error)."""
+
+
+class ConfigurationError(RunBroken):
+    """Configuration errors found before ansible-playbook started: `problems`, one `[CODE] ...` line each."""
+
+    def __init__(self, problems: list[str]):
+        super().__init__(" | ".join(problems))
+        self.problems = problems
 
 
 @dataclass
@@ -164,6 +173,29 @@ class PlayTally:
 
 
 _NOT_EVIDENCE_ACTIONS = {"ansible.builtin.validate_argument_spec", "validate_argument_spec"}
+# playbooks/preflight.yml's first task: it checks the configuration on the controller, not the node.
+CONFIG_CHECK_TASK = "Stop on a configuration error"
+
+
+def config_error(message) -> str | None:
+    """The configuration error a failed task's message carries (a `[CODE] ...` line, see the collection's
+    plugins/module_utils/request_schema.py), Ansible's wrapper cut off; None for a node's own failure."""
+    from gpufleet.mirror_targets import module_utils
+
+    try:
+        schema = module_utils("request_schema")
+    except Exception:  # no collection, no codes: the failure stays the node's
+        return None
+    lines = [schema.config_error(line) for line in str(message or "").splitlines()]
+    found = [line for line in lines if line]
+    return " | ".join(found) if found else None
+
+
+def _argument_spec_error(data: dict, result: dict) -> str:
+    """A role's argument validation failure as one configuration-error line naming the role's variables."""
+    errors = result.get("argument_errors") or [result.get("msg") or "invalid arguments"]
+    role = (data.get("role") or "").split(".")[-1] or "a role"
+    return one_line(f"[BAD_VARIABLE] the {role} role's variables: " + "; ".join(str(e) for e in errors), 2000)
 
 _COLOURS = {"failed": "31", "unreachable": "31", "changed": "33", "ok": "32", "passed": "32"}
 
@@ -192,6 +224,7 @@ class EventTracker:
     hosts_seen: list[str] = field(default_factory=list)
     hosts_checked: list[str] = field(default_factory=list)  # hosts that ran a task about the node itself
     error_lines: list[str] = field(default_factory=list)
+    config_errors: list[str] = field(default_factory=list)  # "[CODE] ..." lines: the input was wrong, not a node
     colour: bool = False
     secrets: list[str] = field(default_factory=list)  # masked in every printed line (gpufleet.secrets)
     finished_playbook: bool = False  # Ansible reached its recap: the run was not cut short
@@ -272,11 +305,15 @@ class EventTracker:
             self._task_done.add(host)
         if host not in self.hosts_seen:
             self.hosts_seen.append(host)
-        # Role argument validation runs under every --tags; it checks input, not the node.
-        if data.get("task_action") not in _NOT_EVIDENCE_ACTIONS and host not in self.hosts_checked:
+        # Role argument validation and the configuration check run under every --tags; they check input,
+        # not the node.
+        checks_input = data.get("task_action") in _NOT_EVIDENCE_ACTIONS or data.get("task") == CONFIG_CHECK_TASK
+        if not checks_input and host not in self.hosts_checked:
             self.hosts_checked.append(host)
         tally = self.tallies[self._current_play].setdefault(host, PlayTally())
         result = data.get("res") or {}
+        if kind == "runner_on_failed" and not data.get("ignore_errors") and self._note_config_error(data, result):
+            return
         if kind == "runner_on_ok":
             tally.ok += 1
             tally.changed += 1 if result.get("changed") else 0
@@ -284,7 +321,8 @@ class EventTracker:
             tally.skipped += 1
         elif kind == "runner_on_unreachable":
             tally.unreachable += 1
-            tally.unreachable_text = tally.unreachable_text or one_line(result.get("msg", "unreachable"))
+            tally.unreachable_text = tally.unreachable_text or console.clip_middle(
+                one_line(result.get("msg", "unreachable"), 100_000), 300)
             tally.first_failure = tally.first_failure or tally.unreachable_text
         elif kind == "runner_on_failed":
             if data.get("ignore_errors"):
@@ -293,8 +331,22 @@ class EventTracker:
                 task = data.get("task", "")
                 tally.failed += 1
                 tally.failed_tasks.append(task)
-                tally.failure_texts.append(f"{task}: {one_line(result.get('msg', ''))}".strip(": "))
+                # The cause is at the message's end (ssh's "port 22: Connection refused"): cut its middle.
+                message = console.clip_middle(one_line(result.get("msg", ""), 100_000), 300)
+                tally.failure_texts.append(f"{task}: {message}".strip(": "))
                 tally.first_failure = tally.first_failure or tally.failure_texts[-1]
+
+    def _note_config_error(self, data: dict, result: dict) -> bool:
+        """Keeps a configuration error (once, however many hosts report it); True when the failure was one."""
+        if data.get("task_action") in _NOT_EVIDENCE_ACTIONS:
+            error = _argument_spec_error(data, result)
+        else:
+            error = config_error(result.get("msg", ""))
+        if error is None:
+            return False
+        if error not in self.config_errors:
+            self.config_errors.append(error)
+        return True
 
     def heartbeat_line(self, width: int | None = None) -> str | None:
         """What is running now, in `width` columns: the play, the task and the nodes still in it (None
@@ -308,15 +360,16 @@ class EventTracker:
             running = sorted(self._task_running)
             longest = max(now - t for t in self._task_running.values())
             head = f"[{now - self.started:7.1f}s] "
-            tail = f" ({len(self._task_done)} done, {longest:.0f}s so far)"
-            task = f"{self._current_play} / {self._current_task}"
+            tail = f" ({len(self._task_done)} done, {longest:.0f}s)"
+            play, current = self._current_play or "", self._current_task
             fixed = len(head) + len(": still running on ") + len(tail)
             fewest = len(running[0]) + (len(f" and {len(running) - 1} more") if len(running) > 1 else 0)
             if width - fixed - fewest >= 12:
-                task = console.clip(task, width - fixed - fewest)
+                task = console.play_and_task(play, current, width - fixed - fewest)
                 return f"{head}{task}: still running on {console.names(running, width - fixed - len(task))}{tail}"
             nodes = f"{len(running)} node{'s' if len(running) > 1 else ''}"
-            task = console.clip(task, max(10, width - len(head) - len(f": still running on {nodes}{tail}")))
+            task = console.play_and_task(play, current,
+                                         max(10, width - len(head) - len(f": still running on {nodes}{tail}")))
             return (f"{head}{task}: still running on {nodes}{tail}\n"
                     f"    {console.names(running, max(1, width - 4))}")
 
@@ -347,9 +400,10 @@ class EventTracker:
         visible = len(head) + len(tally.status) + len(changed)
         if visible + 4 + len(tally.first_failure) <= width:
             return [f"{line} -- {tally.first_failure}"]
-        wrapped = textwrap.wrap(tally.first_failure, width - 7) or [""]
+        # Two lines at most, the middle cut: what failed starts the text and why ends it.
+        wrapped = textwrap.wrap(console.clip_middle(tally.first_failure, 2 * (width - 7) - 8), width - 7) or [""]
         if len(wrapped) > 2:
-            wrapped = [wrapped[0], console.clip(" ".join(wrapped[1:]), width - 7)]
+            wrapped = [wrapped[0], console.clip_middle(" ".join(wrapped[1:]), width - 7)]
         return [line, *("    -- " + w if i == 0 else "       " + w for i, w in enumerate(wrapped))]
 
     def finish(self) -> None:
@@ -405,6 +459,41 @@ def _first_warning_cause(output: str) -> str | None:
     return None
 
 
+def _origin(output: str) -> str | None:
+    """Where Ansible says the first inventory error is, as "FILE line L column C" (None when it does not say)."""
+    found = re.search(r"^Origin: (?P<file>[^<\n][^\n]*?):(?P<line>\d+):(?P<column>\d+)\s*$", output, re.MULTILINE)
+    return f"{found['file']} line {found['line']} column {found['column']}" if found else None
+
+
+def _not_utf8(output: str) -> str | None:
+    """The inventory file Ansible could not read as UTF-8 (it warns, then fails on escaped bytes or reads them)."""
+    found = re.search(r"File '(?P<file>[^']+)' could not be decoded as 'utf-8'", output)
+    return found["file"] if found else None
+
+
+def inventory_groups(inventory: str, env: dict, cwd: Path) -> list[str]:
+    """The inventory's groups (Ansible's own "all" and "ungrouped" left out), or [] when they cannot be read."""
+    args = [str(Path(sys.executable).parent / "ansible-inventory"), "-i", inventory, "--list"]
+    try:
+        proc = subprocess.run(args, capture_output=True, text=True, cwd=cwd, env=env, timeout=300, check=True)
+        return sorted(name for name in json.loads(proc.stdout) if name not in ("_meta", "all", "ungrouped"))
+    except (OSError, ValueError, subprocess.SubprocessError):
+        return []
+
+
+def _no_hosts(inventory: str, limit: str | None, pattern: str, env: dict, cwd: Path) -> RunBroken:
+    if limit:
+        return RunBroken(f"inventory {inventory} lists no hosts matching --limit {limit!r}")
+    if pattern == "all":
+        return RunBroken(f"inventory {inventory} lists no hosts")
+    groups = inventory_groups(inventory, env, cwd)
+    close = difflib.get_close_matches(pattern, groups, n=1)
+    hint = f"is its group {close[0]!r} a typo of it? " if close else ""
+    return RunBroken(f"inventory {inventory} has no hosts in group {pattern!r}, which the stage's plays run on; "
+                     f"{hint}its groups: {', '.join(groups) or 'none'}. Name the group {pattern} in the inventory, "
+                     "or pass -e gpufleet_hosts=GROUP")
+
+
 def target_hosts(inventory: str, limit: str | None, env: dict, cwd: Path, pattern: str = "all") -> list[str]:
     """The hosts of `pattern` the inventory and --limit select, asked from Ansible itself; RunBroken
     otherwise.
@@ -419,12 +508,16 @@ def target_hosts(inventory: str, limit: str | None, env: dict, cwd: Path, patter
     except (OSError, subprocess.TimeoutExpired) as exc:
         raise RunBroken(f"could not list the inventory's hosts with {args[0]}: {exc}") from None
     output = proc.stderr + "\n" + proc.stdout
+    if _not_utf8(output):
+        raise RunBroken(f"inventory file {_not_utf8(output)} is not UTF-8 text: save it as UTF-8")
     if proc.returncode != 0:
         error = ansible_error(output) or one_line(proc.stderr.strip().splitlines()[-1:] or ["unknown error"])
         if "no hosts to target" in output or "leaves us with no hosts" in output or "does not match any hosts" in output:
             where = f"--limit {limit!r}" if limit else "the inventory"
             raise RunBroken(f"{where} matches no host of inventory {inventory}: {error}")
-        cause = _first_warning_cause(output)
+        cause, origin = _first_warning_cause(output), _origin(output)
+        if cause and origin:  # the first plugin's error, where it is: Ansible's own file, line and column
+            raise RunBroken(f"inventory {inventory} could not be parsed: {cause} (at {origin})")
         raise RunBroken(f"inventory {inventory} could not be parsed: {error}"
                         + (f" ({cause})" if cause and cause not in error else ""))
     hosts = []
@@ -435,7 +528,7 @@ def target_hosts(inventory: str, limit: str | None, env: dict, cwd: Path, patter
         elif in_list and line.strip():
             hosts.append(line.strip())
     if not hosts:
-        raise RunBroken(f"inventory {inventory} lists no hosts" + (f" matching --limit {limit!r}" if limit else ""))
+        raise _no_hosts(inventory, limit, pattern, env, cwd)
     return sorted(hosts)
 
 
@@ -566,6 +659,25 @@ class _Plan:
     extra: dict  # the -e variables, parsed as Ansible parses them
     found: collection_mod.Collection | None
     cwd: Path
+    stage_playbook: bool = True  # the stage's own playbook (not one a test gave)
+
+
+def _check_extra_config(extra: dict) -> None:
+    """The -e values checked here, before ansible-playbook starts, for every stage: a request the schema refuses
+    or a near-miss of one of gpufleet's variable names (preflight's first play checks the inventory's too)."""
+    from gpufleet.mirror_targets import module_utils
+
+    try:
+        schema = module_utils("request_schema")
+        from ansible_collections.gpufleet.cluster.plugins.filter.preflight_checks import known_variables
+    except Exception:  # no collection: the playbook's own checks remain
+        return
+    plain = _plain(extra)
+    problems = schema.variable_problems(list(plain), known_variables())
+    if "gpufleet_stack_request" in plain:
+        problems += schema.request_problems(plain["gpufleet_stack_request"])
+    if problems:
+        raise ConfigurationError(problems)
 
 
 def _plan(stage: str, inventory: str | Path, options: AnsibleOptions, playbook: Path | None) -> _Plan:
@@ -579,6 +691,7 @@ def _plan(stage: str, inventory: str | Path, options: AnsibleOptions, playbook: 
     refuse_unbounded_extra_vars_files(options.extra_vars, Path.cwd())
     extra = check_extra_vars(options.extra_vars)
     refuse_report_dir_override(extra)
+    _check_extra_config(extra)
     found = collection_mod.locate()
     if playbook is not None:
         target = str(playbook)
@@ -587,7 +700,7 @@ def _plan(stage: str, inventory: str | Path, options: AnsibleOptions, playbook: 
         if found is None:
             raise RunBroken("the gpufleet.cluster collection is neither beside this package (a clone) nor installed "
                             "with it (site-packages/ansible_collections); reinstall gpufleet with pip")
-    return _Plan(stage, inventory, target, options, extra, found, Path.cwd())
+    return _Plan(stage, inventory, target, options, extra, found, Path.cwd(), stage_playbook=playbook is None)
 
 
 def _environment(plan: _Plan, claimed: artifacts_mod.ArtifactsDir, baseline_dir: Path | None):
@@ -607,8 +720,26 @@ def _environment(plan: _Plan, claimed: artifacts_mod.ArtifactsDir, baseline_dir:
         "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}",
         # Baselines live outside the run's artifacts so the next run compares against them.
         "GPUFLEET_BASELINE_DIR": str((baseline_dir or Path("baselines")).resolve()),
+        # -v shows results as YAML (multi-line values readable), not one escaped JSON string; the user's
+        # own choice wins.
+        "ANSIBLE_CALLBACK_RESULT_FORMAT": os.environ.get("ANSIBLE_CALLBACK_RESULT_FORMAT", "yaml"),
+        "PYTHONWARNINGS": child_warning_filters(),
     }
     return envvars, effective
+
+
+# ansible-core 2.19 imports cryptography's DSA names (its ssh-agent client); cryptography 51 warns about DSA on that
+# import, in every Ansible process, on every run. Nothing a user can act on, so it is filtered by its message --
+# other deprecations still show -- rather than by pinning cryptography below 51, which would hold back its security
+# fixes. PYTHONWARNINGS reaches ansible-playbook, its workers, ansible-inventory and ansible (gpufleet.settings
+# filters the same warning in the CLI's own process).
+DSA_WARNING_FILTER = "ignore:DSA is deprecated"
+
+
+def child_warning_filters() -> str:
+    """PYTHONWARNINGS for Ansible's processes: the user's filters, and the DSA one after them."""
+    own = os.environ.get("PYTHONWARNINGS", "")
+    return ",".join(item for item in (own, DSA_WARNING_FILTER) if item)
 
 
 def _smoke_selected(options: AnsibleOptions) -> bool:
@@ -751,7 +882,9 @@ def _run_claimed(plan: _Plan, claimed: artifacts_mod.ArtifactsDir, out: TextIO, 
         wrapped = textwrap.wrap(f"gpufleet: {line}", width, subsequent_indent="    ", break_on_hyphens=False,
                                 break_long_words=False)
         print("\n".join(wrapped), file=out, flush=True)
-    hosts = target_hosts(plan.inventory, plan.options.limit, {**os.environ, **envvars}, plan.cwd)
+    # The stage's own playbooks run every play on gpufleet_hosts (-e), else gpu_nodes; a test's playbook on all.
+    pattern = str(plan.extra.get("gpufleet_hosts", "gpu_nodes")) if plan.stage_playbook else "all"
+    hosts = target_hosts(plan.inventory, plan.options.limit, {**os.environ, **envvars}, plan.cwd, pattern=pattern)
     _check_smoke_forks(plan, {**os.environ, **envvars}, effective, out)
     masked = list(secrets or []) + secret_values(extra_vars=_plain(plan.extra))
     tracker = EventTracker(out=out, colour=colour_enabled(out), secrets=masked, stream=plan.options.verbosity > 0)
@@ -787,6 +920,8 @@ def classify(run: StageRun) -> tuple[int, str]:
                "SIGKILL": "killed"}.get(run.stopped_by or "", "already gone")
         return EXIT_RUN_BROKEN, (f"cancelled by {describe_signal(run.cancelled)}: ansible-playbook and the processes "
                                  f"it started were {how}; the nodes it had not finished are not_run")
+    if run.tracker.config_errors:  # the input was wrong: no node is to blame, whatever else failed
+        return EXIT_RUN_BROKEN, run.tracker.config_errors[0]
     failed = failed_hosts(run)
     unreachable = unreachable_hosts(run)
     seen = set(run.tracker.hosts_seen)

@@ -213,6 +213,8 @@ def build_summary(run: StageRun, limit: str | None, started_at: datetime) -> dic
         "exit_code": code,
         "result": _RESULT_NAMES.get(code, "run_broken"),
         "reason": one_line_reason(reason),
+        # A configuration error's whole text (the reason is cut at REASON_LIMIT); [] when the input was fine.
+        "config_errors": list(run.tracker.config_errors),
         "cancelled": run.cancelled,
         "settings": {item.label: {"value": item.value, "source": item.source} for item in run.settings},
         "nodes": nodes,
@@ -249,6 +251,7 @@ def broken_summary(stage: str | None, inventory, limit: str | None, reason: str,
         "exit_code": EXIT_RUN_BROKEN,
         "result": "run_broken",
         "reason": one_line_reason(reason),
+        "config_errors": [],
         "cancelled": None,
         "settings": {},
         "nodes": {},
@@ -299,9 +302,11 @@ def _reason_lines(row: dict, width: int) -> list[str]:
     """The node's first failure under its row: at most two lines, cut at the width."""
     if not row["reason"]:
         return []
-    lines = textwrap.wrap(f"{row['failed_stage']}: {row['reason']}", width - 4) or [""]
+    # The middle is cut, not the end: a failure's cause ("port 22: Connection refused") ends it.
+    text = console.clip_middle(f"{row['failed_stage']}: {row['reason']}", 2 * (width - 4) - 8)
+    lines = textwrap.wrap(text, width - 4) or [""]
     if len(lines) > 2:
-        lines = [lines[0], console.clip(" ".join(lines[1:]), width - 4)]
+        lines = [lines[0], console.clip_middle(" ".join(lines[1:]), width - 4)]
     return ["    " + line for line in lines]
 
 

@@ -29,6 +29,7 @@ import re
 
 from ansible_collections.gpufleet.cluster.plugins.module_utils import versions
 from ansible_collections.gpufleet.cluster.plugins.module_utils.findings import make_finding
+from ansible_collections.gpufleet.cluster.plugins.module_utils.request_schema import profile_problems
 from ansible_collections.gpufleet.cluster.plugins.module_utils.gpu_models import (
     lookup_model,
     normalize_cc,
@@ -416,6 +417,10 @@ def resolve_profile(name, builtin, custom=None, builtin_var="preflight_profiles"
     names a profile to start from (chains allowed, cycles refused)."""
     builtin = builtin or {}
     custom = custom or {}
+    # Unknown keys first, each with the nearest known key (issue 34).
+    problems = profile_problems(custom, PROFILE_KEYS, custom_var) + profile_problems(builtin, PROFILE_KEYS, builtin_var)
+    if problems:
+        raise ProfileError(problems[0])
     if not isinstance(builtin, dict):
         raise ProfileError("%s must be a mapping of profile name to settings" % builtin_var)
     if not isinstance(custom, dict):
