@@ -6,7 +6,8 @@
 A directory is gpufleet's when it holds the marker file `.gpufleet-artifacts` (written when gpufleet
 made the directory, or found it empty). Only then does gpufleet clear what it wrote last time
 (reports/, runner/); a non-empty directory without the marker is refused, whatever is in it. The
-marker is opened without following a link (a link there refuses the directory). It is also the lock: a run holds an exclusive flock on it until its summary is written, so a
+marker is opened without following a link (a link there refuses the directory). It is also the lock:
+a run holds an exclusive flock on it until its summary is written, so a
 second run on the same directory is refused instead of mixing its reports with the first's.
 """
 

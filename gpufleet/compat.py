@@ -216,8 +216,8 @@ def _channel_note(entry):
     check = entry.get("variants_check")
     if check in (None, "agree"):
         return ""
-    return "  [variants: %s: %s]" % (check, "; ".join("%s %s" % (k, ",".join(v))
-                                                    for k, v in entry.get("variants_channels", {}).items()))
+    channels = entry.get("variants_channels", {})
+    return "  [variants: %s: %s]" % (check, "; ".join("%s %s" % (k, ",".join(v)) for k, v in channels.items()))
 
 
 def cmd_show(args):

@@ -327,8 +327,6 @@ def mirror_vars(url: str, fingerprint: str, created: str, *, cuda: bool, wheels:
     return "\n".join(lines) + "\n"
 
 
-
-
 URL_HINT = "give where the nodes reach --dest, like http://HOST:PORT/PATH, https://HOST/PATH or file:///PATH"
 
 

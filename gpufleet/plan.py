@@ -63,7 +63,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def request_from(args: argparse.Namespace) -> dict:
     """The stack request (gpufleet_stack_request's shape) the command line describes."""
-    request = {"os": args.os, "arch": args.arch, "gpus": [g for g in args.gpu for _ in range(max(args.gpu_count, 1))]}
+    request = {"os": args.os, "arch": args.arch, "gpus": [g for g in args.gpu for copy in range(max(args.gpu_count, 1))]}
     for key in ("cuda", "torch", "torch_variant", "driver_branch", "kernel_modules"):
         if getattr(args, key) not in (None, ""):
             request[key] = getattr(args, key)
@@ -221,7 +221,7 @@ def render_refusal(group: dict) -> list[str]:
     refused = group["refused"]
     return (_wrap("%s: refused" % group["name"], WIDTH)
             + _wrap("[%s] %s" % (refused["rule"], refused["message"]), WIDTH,
-                            initial_indent="  ", subsequent_indent="  "))
+                    initial_indent="  ", subsequent_indent="  "))
 
 
 def render(groups: list[dict]) -> str:

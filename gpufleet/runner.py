@@ -197,6 +197,7 @@ def _argument_spec_error(data: dict, result: dict) -> str:
     role = (data.get("role") or "").split(".")[-1] or "a role"
     return one_line(f"[BAD_VARIABLE] the {role} role's variables: " + "; ".join(str(e) for e in errors), 2000)
 
+
 _COLOURS = {"failed": "31", "unreachable": "31", "changed": "33", "ok": "32", "passed": "32"}
 
 

@@ -62,7 +62,7 @@ def _cc_support():
 CC_SUPPORT = _cc_support()
 
 # The request that names no CUDA gets the newest toolkit of this range the hardware
-# runs (the mission's range), else the oldest one above it that it does.
+# runs (the default range), else the oldest one above it that it does.
 MISSION_CUDA_RANGE = ("11.7", "12.2")
 
 # Minimum driver a wheel's bundled CUDA runtime needs: the minor-version floor of its major.

@@ -262,10 +262,10 @@ SOURCES = {
         "document": "NVIDIA CUDA 13.0 release notes, Dropped Operating Systems: 'Support for Ubuntu 20.04 has been "
                     "dropped starting with this release'",
         "url": _NVIDIA_DOCS + "/cuda/archive/13.0.0/cuda-toolkit-release-notes/index.html", "read": "2026-12-03"},
-    "issue-11": {
-        "document": "gpufleet issue 11 (maintainers, against NVIDIA's ubuntu2404 repository): 'ubuntu2404 has no CUDA "
-                    "before 12.5'",
-        "url": "issues show 11", "read": "2026-12-03"},
+    "ubuntu2404-listing": {
+        "document": "Index of /compute/cuda/repos/ubuntu2404/x86_64 (NVIDIA's repository, read against it): its "
+                    "first cuda-toolkit is cuda-toolkit-12-5, no CUDA before 12.5",
+        "url": "https://developer.download.nvidia.com/compute/cuda/repos/ubuntu2404/x86_64/", "read": "2026-12-03"},
     "debian12-listing": {
         "document": "Index of /compute/cuda/repos/debian12/x86_64 (stored copy, Packages dated 2026-02-24): the first "
                     "toolkit packages are cuda-12-3_12.3.0-1 .. 12.3.2-1; nothing older",
@@ -532,7 +532,7 @@ FACTS = (
     + _rows("repo", "gdc-rhel10", [("rhel10", {"distro": "rhel10", "family": "dnf", "graph": "rhel",
                                                "packages_verified": False})])
     + _rows("repo_cuda", "cuda13-drops-ubuntu2004", [("ubuntu2004", {"first": None, "last": "12.9"})])
-    + _rows("repo_cuda", "issue-11", [("ubuntu2404", {"first": "12.5", "last": None})])
+    + _rows("repo_cuda", "ubuntu2404-listing", [("ubuntu2404", {"first": "12.5", "last": None})])
     + _rows("repo_cuda", "debian12-listing", [("debian12", {"first": "12.3", "last": None})])
     + _rows("repo_branch", "ubuntu2204-r535", [("ubuntu2204 R535", True)])
     + _rows("repo_branch", "ubuntu2204-r550", [("ubuntu2204 R550", True)])

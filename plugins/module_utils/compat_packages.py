@@ -99,7 +99,7 @@ DRIVER_PACKAGE_GRAPHS = {
                        "'apt-get install -y cuda-drivers-XXX'); quoted for R535 in AWS EC2 'Install NVIDIA GRID/"
                        "Tesla drivers' (nvidia-kernel-open-535 + cuda-drivers-535) and NVIDIA's Grace unattended "
                        "install note; NVIDIA's repository does not carry Canonical's nvidia-driver-<B>-open "
-                       "(issue 11); switch: " + _CUDA_GUIDE_SWITCH + " (pattern, text not re-read here)"),
+                       "(its ubuntu2204/ubuntu2404 package indexes); switch: " + _CUDA_GUIDE_SWITCH + " (pattern, text not re-read here)"),
         },
         {
             "from_branch": "570",

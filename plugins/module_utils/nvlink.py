@@ -34,7 +34,6 @@ from ansible_collections.gpufleet.cluster.plugins.module_utils.health import che
 from ansible_collections.gpufleet.cluster.plugins.module_utils.nvidia_smi import parse_nvidia_smi_nvlink
 
 
-
 def expected_nvlink(product_name):
     """(links, GB/s per link) from gpu_models' NVLink table: (0, None) for a part without NVLink, (None, None)
     when the count is not a property of the model or the model is unknown (nvlink_expectation says why)."""

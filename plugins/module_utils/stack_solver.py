@@ -11,7 +11,7 @@ that work.
 ``resolve_request`` turns the request into a ``Request`` (the context every rule reads); then, each
 a small pure function (docs/compatibility.md has the decisions):
 1. the CUDA toolkit: ``resolve_cuda`` or, when none is named, ``default_cuda`` (newest of the
-   mission range 11.7-12.2 the hardware and the OS repository run, else the oldest above it);
+   default range 11.7-12.2 the hardware and the OS repository run, else the oldest above it);
 2. hardware and repository rules: ``check_hardware``, ``check_repository``, ``check_nccl``;
 3. wheel: ``choose_variant`` / ``plan_torch``;
 4. driver: ``driver_floor`` (Table 3 for the update the repository installs, raised to the wheel's
@@ -631,7 +631,7 @@ def _variant_warnings(torch_key, chosen, cuda_key, allow_mismatch):
 
 
 def default_cuda(ccs, distro, torch_key=None, allow_mismatch=False):
-    """The toolkit for a request that names none: the newest of the mission range that the
+    """The toolkit for a request that names none: the newest of the default range that the
     hardware and the OS repository run (and the torch release, when one is asked for),
     else the oldest above the range. Returns (cuda_key, warning) or raises NO_CUDA_FOR_HARDWARE."""
     low, high = _data.MISSION_CUDA_RANGE
@@ -648,11 +648,11 @@ def default_cuda(ccs, distro, torch_key=None, allow_mismatch=False):
     for with_torch in (True, False):
         ok = [c for c in in_range if fits(c, with_torch)]
         if ok:
-            return ok[-1], "cuda not given; planned CUDA %s, the newest of the mission range %s-%s that %s" % (
+            return ok[-1], "cuda not given; planned CUDA %s, the newest of the default range %s-%s that %s" % (
                 ok[-1], low, high, "this hardware and the %s repository run" % distro)
         ok = [c for c in above if fits(c, with_torch)]
         if ok:
-            return ok[0], ("cuda not given; no CUDA of the mission range %s-%s runs %s, so planned CUDA %s, the "
+            return ok[0], ("cuda not given; no CUDA of the default range %s-%s runs %s, so planned CUDA %s, the "
                            "oldest newer toolkit that does" % (low, high, "this hardware on %s" % distro, ok[0]))
     raise StackError("NO_CUDA_FOR_HARDWARE",
                      "no CUDA toolkit in the compatibility data that NVIDIA's %s repository carries (%s) supports "

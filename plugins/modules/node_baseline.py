@@ -17,7 +17,8 @@ description:
     hardware (GPU model and count; the network, tool and devices of its links).
   - Reads C(BASELINE_DIR/nodes/node-CLUSTER--NODE--KIND.json). A stored baseline is checked as the smoke job
     checks its own (schema, finite positive metrics within plausible bounds, the same node, kind and hardware
-    key); one that cannot be used (unreadable, not JSON, nested too deeply, an absurd figure such as 1e-300) fails the node with C(NODE_BASELINE_UNUSABLE) and its reasons. A figure more than O(tolerance) below
+    key); one that cannot be used (unreadable, not JSON, nested too deeply, an absurd figure such as 1e-300)
+    fails the node with C(NODE_BASELINE_UNUSABLE) and its reasons. A figure more than O(tolerance) below
     the node's baseline, or missing from this run, fails it with C(NODE_REGRESSED). A node without a baseline is
     listed under RV(not_checked).
   - With O(store), writes the baseline of every node not in O(failed_nodes).

@@ -89,7 +89,7 @@ class Runner:
 
 
 def check(lib, run, settings):
-    dcgm, findings_mod, nvlink, _ = lib
+    dcgm, findings_mod, nvlink = lib[:3]
     node, level, found = settings["node"], settings["level"], []
     rc, out, err = run(["dcgmi", "diag", "-r", str(level), "-j"], run.left(keep=RESERVED_S))
     try:

@@ -1,5 +1,6 @@
 """A cancelled run (SIGTERM from CI, Ctrl-C, a hang-up) ends ansible-playbook and everything it started, exits 2,
-and calls no node passed; a SIGKILL of gpufleet leaves nothing of Ansible's running either. The nodes hang on a tarpit: a loopback listener that accepts and never answers."""
+and calls no node passed; a SIGKILL of gpufleet leaves nothing of Ansible's running either.
+The nodes hang on a tarpit: a loopback listener that accepts and never answers."""
 
 import json
 import os
@@ -162,8 +163,8 @@ def _in_process_run(outside, monkeypatch):
 
 
 @pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT, signal.SIGHUP])
-def test_a_cancel_while_the_artifacts_are_scrubbed_still_scrubs_them_and_says_when_it_came(outside, monkeypatch,
-                                                                                              signum):
+def test_a_cancel_while_the_artifacts_are_scrubbed_still_scrubs_them_and_says_when_it_came(
+        outside, monkeypatch, signum):
     cli, runner_mod, argv = _in_process_run(outside, monkeypatch)
     real_scrub = runner_mod.scrub_tree
 

@@ -273,7 +273,6 @@ def test_the_solver_data_carries_the_variant_check():
     assert TORCH_RELEASES["2.15.0"]["variants_channels"] == {"pypi-default": ["cu132"]}
 
 
-
 def test_show_marks_a_release_whose_channels_do_not_agree(capsys):
     assert compat.main(["show", "--today", "2027-01-04"]) == 0
     lines = capsys.readouterr().out.splitlines()

@@ -128,13 +128,12 @@ def test_a_configuration_mistake_exits_2_before_any_node_task(outside, group_var
 
 def test_a_correct_configuration_reaches_the_nodes(outside):
     """The other side: the same inventory with nothing wrong runs the node tasks (so the check above can fail)."""
-    inventory = _inventory(outside / "inv.json", {"gpufleet_stack_request": {"torch": "2.4.1"},
-                                                   "smoke_test_launcher": "srun"})
+    inventory = _inventory(outside / "inv.json",
+                           {"gpufleet_stack_request": {"torch": "2.4.1"}, "smoke_test_launcher": "srun"})
     artifacts = outside / "out"
     result = run_cli(["run", "preflight", "-i", inventory, "--artifacts", artifacts], cwd=outside)
     assert "[UNKNOWN" not in result.stdout + result.stderr
     assert _node_tasks(artifacts), result.stdout + result.stderr
-
 
 
 @pytest.mark.parametrize("mode", ["warn", "strict"])

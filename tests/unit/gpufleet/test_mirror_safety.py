@@ -99,12 +99,12 @@ def test_two_first_runs_at_once_make_one_key(tmp_path):
     home = tmp_path / "gnupg"
     context = multiprocessing.get_context("fork" if sys.platform.startswith("linux") else "spawn")
     barrier, out = context.Barrier(3), context.Queue()
-    children = [context.Process(target=_make_signer, args=(home, barrier, out)) for _ in range(3)]
+    children = [context.Process(target=_make_signer, args=(home, barrier, out)) for number in range(3)]
     for child in children:
         child.start()
     for child in children:
         child.join(120)
-    fingerprints = [out.get(timeout=5) for _ in children]
+    fingerprints = [out.get(timeout=5) for child in children]
     assert len(set(fingerprints)) == 1 and len(fingerprints[0]) == 40, fingerprints
     assert Signer(home).fingerprint == fingerprints[0]
 

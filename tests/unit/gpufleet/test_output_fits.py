@@ -65,8 +65,8 @@ def test_help_wraps_to_the_terminal_and_lists_compat(outside):
     assert re.search(r"^\s+compat\s", top.stdout, re.MULTILINE), top.stdout
 
 
-@pytest.mark.parametrize(("typo", "meant"), [("--inventroy", "--inventory"), ("--artefacts", "--artifacts"),
-                                              ("--skip-tag", "--skip-tags")])
+@pytest.mark.parametrize(("typo", "meant"),
+                         [("--inventroy", "--inventory"), ("--artefacts", "--artifacts"), ("--skip-tag", "--skip-tags")])
 def test_an_unknown_option_is_named_with_the_nearest_and_writes_no_artifacts(outside, typo, meant):
     result = run_cli(["run", "preflight", typo, "inv.yml"], cwd=outside)
     assert result.rc == 2

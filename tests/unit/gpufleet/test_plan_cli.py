@@ -24,7 +24,7 @@ def test_the_plan_names_each_choice_and_why_in_80_columns(capsys):
     lines = out.splitlines()
     assert max(len(line) for line in lines) <= 80, [line for line in lines if len(line) > 80]
     text = " ".join(out.split())
-    assert "CUDA 12.5 (installs 12.5.1) no CUDA of the mission range" in text
+    assert "CUDA 12.5 (installs 12.5.1) no CUDA of the default range" in text
     assert "driver R595 " in text and "the newest supported long-term or production branch" in text
     assert "torch 2.14.0 (wheel cu126) not named; torch 2.14.0, the newest release with a wheel for CUDA 12" in text
     assert "variant cu126 the oldest wheel of CUDA 12 above the toolkit's 12.5" in text

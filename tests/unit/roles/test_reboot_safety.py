@@ -18,7 +18,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
 import yaml
 from fixtures_path import FIXTURES
 

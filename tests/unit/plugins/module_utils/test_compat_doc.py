@@ -60,7 +60,8 @@ def render_tables():
       "(now %s) that runs its GPUs, reaches the driver floor and is seen in the OS's repository (Decisions, 4)."
       % ", ".join("R%s (%s)" % (b, d.DRIVER_BRANCHES[b]["type"]) for b in supported_branches()))
     w("\n### PyTorch wheels\n")
-    w("| torch | CUDA variants (download.pytorch.org/whl/<variant>) | default PyPI variant | torchvision | torchaudio | NCCL in the default wheel | Python (wheels' cp tags that Requires-Python admits) |")
+    w("| torch | CUDA variants (download.pytorch.org/whl/<variant>) | default PyPI variant | torchvision | torchaudio "
+      "| NCCL in the default wheel | Python (wheels' cp tags that Requires-Python admits) |")
     w("|---|---|---|---|---|---|---|")
     for t in sorted(d.TORCH_RELEASES, key=vkey):
         e = d.TORCH_RELEASES[t]

@@ -225,7 +225,6 @@ def test_the_expected_count_also_holds_a_cluster_that_lost_the_same_gpu_everywhe
     assert homogeneity.homogeneity(nodes, ["gpu_count"], expected={"gpu_count": 0})["outlier_nodes"] == ["node1"]
 
 
-
 def test_a_node_whose_torch_sees_none_of_its_gpus_says_so():
     cpu = json.dumps({"device": "cpu", "index": None, "name": "AMD EPYC", "gemm_tflops": {"fp32": 0.03},
                       "gemm_skipped": {}, "copy_gbps": 9.6})

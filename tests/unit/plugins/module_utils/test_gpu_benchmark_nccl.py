@@ -138,8 +138,8 @@ def test_what_did_not_run_is_listed_with_the_reason():
 def test_a_run_whose_busbw_is_no_figure_fails_instead_of_passing(monkeypatch, figure):
     # What the parser hands over when a table has no usable busbw (issue 35): before, None passed every floor
     # (the comparison was skipped) and NaN too (NaN < floor is False).
-    monkeypatch.setattr(gb, "large_message_band", lambda test, min_size_bytes=None: {"busbw_gbps": figure,
-                                                                                      "collapse": None})
+    band = {"busbw_gbps": figure, "collapse": None}
+    monkeypatch.setattr(gb, "large_message_band", lambda test, min_size_bytes=None: band)
     summary = gb.nccl_run_summary(SINGLE, 0, "all_reduce", 8)
     assert summary["busbw_gbps"] is None and any("busbw at messages" in p for p in summary["problems"])
     findings = gb.judge_run("single-node", summary, 460.0, "aznhc", ["node1"], "all_reduce_perf")
@@ -155,8 +155,8 @@ def test_an_override_floor_that_is_no_figure_is_no_floor_and_says_why(override):
 def test_a_collapse_is_named_in_the_low_busbw_finding(monkeypatch):
     """The band's fall (nccl_tests.band_busbw) is said in the finding, not only its lowest figure."""
     collapse = {"text": "busbw fell from 45.87 GB/s at 4 GiB to 5.73 GB/s at 16 GiB (-88 %; band 4 GiB to 16 GiB)"}
-    monkeypatch.setattr(gb, "large_message_band", lambda test, min_size_bytes=None: {"busbw_gbps": 5.73,
-                                                                                      "collapse": collapse})
+    band = {"busbw_gbps": 5.73, "collapse": collapse}
+    monkeypatch.setattr(gb, "large_message_band", lambda test, min_size_bytes=None: band)
     summary = gb.nccl_run_summary(SINGLE, 0, "all_reduce", 8)
     findings = gb.judge_run("single-node", summary, 37.5, "per-rail floor", ["node1"], "sendrecv_perf")
     assert [f["code"] for f in findings] == ["NCCL_TESTS_BUSBW_LOW"]

@@ -74,9 +74,9 @@ def test_cuda_13_wheel_needs_an_r580_driver():
 # ------------------------------------------------------------------ 1. resolve: default CUDA
 
 @pytest.mark.parametrize("gpus, os_key, expected, words", [
-    (["NVIDIA A100-SXM4-80GB"], "ubuntu22.04", "12.2", ["newest of the mission range"]),
-    (["Tesla V100-SXM2-32GB"], "rhel9", "12.2", ["newest of the mission range"]),
-    (["NVIDIA B200"], "ubuntu22.04", "12.8", ["no CUDA of the mission range", "oldest newer"]),
+    (["NVIDIA A100-SXM4-80GB"], "ubuntu22.04", "12.2", ["newest of the default range"]),
+    (["Tesla V100-SXM2-32GB"], "rhel9", "12.2", ["newest of the default range"]),
+    (["NVIDIA B200"], "ubuntu22.04", "12.8", ["no CUDA of the default range", "oldest newer"]),
     (["NVIDIA GeForce RTX 5090"], "debian12", "12.8", ["oldest newer"]),
     # ubuntu2404 carries no CUDA before 12.5
     (["NVIDIA A100-SXM4-80GB"], "ubuntu24.04", "12.5", ["oldest newer", "ubuntu2404"]),

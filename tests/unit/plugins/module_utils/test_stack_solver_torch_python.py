@@ -119,8 +119,8 @@ SHAPES = [
     {"torch": "none"}, {"cuda": "12.2", "torch": "2.1.2"}, {"cuda": "12.2.1", "torch": "2.1.2"},
     {"cuda": "12.4", "torch": "2.6.0", "torch_variant": "cu124"}, {"cuda": "12.4", "torch": "2.6.0+cu124"},
     {"cuda": ["11.8", "12.2"], "torch": "2.1.2"}, {"cuda": ["12.5", "13.2"], "torch": "2.13.0"},
-    {"cuda": ["12.5", "13.0"]}, {"torch": "2.1.2", "driver_branch": "535"}, {"cuda": "12.8", "torch": "2.7.0",
-                                                                            "driver_branch": "570"},
+    {"cuda": ["12.5", "13.0"]}, {"torch": "2.1.2", "driver_branch": "535"},
+    {"cuda": "12.8", "torch": "2.7.0", "driver_branch": "570"},
     {"cuda": "12.2", "torch": "2.1.2", "kernel_modules": "proprietary"},
     {"cuda": "13.0", "torch": "2.9.0", "allow_cuda_major_mismatch": True}, {"torch": "2.1", "driver_compat": "minor"},
 ]
