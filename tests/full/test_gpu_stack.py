@@ -342,3 +342,32 @@ def test_ubuntu_2404_cuda_13_torch_2_13_side_by_side_toolkits_and_a_missing_whee
     assert full.returncode == 0, out[-6000:]
     assert "TASK [gpufleet.cluster.nvidia_driver : Report the decision]" in out, out[-4000:]
     assert changed_on_nodes(out) == {}, changed_on_nodes(out)
+
+
+def test_ubuntu_2404_a_request_without_torch_plans_one_converges_and_reruns_unchanged(noble_cluster, tmp_path):
+    """{"cuda": "13.0"} with no torch (issue 34): it once installed CUDA and NCCL on every node, then crashed on the
+    missing torch. The plan now names the torch it chose for CUDA 13.0 and Ubuntu 24.04's Python, and why; node3
+    (left bare by the test above: its request stopped before anything moved) converges and re-runs with changed=0.
+    The torch installed is the simulator's labelled CPU build (gpufleet_pytorch_override), as above."""
+    c = noble_cluster
+    request = {"cuda": "13.0"}
+    plan = STACK_PLAN(request, gpus=H100, os="ubuntu24.04", arch="x86_64", nvswitch=True)
+    assert plan["cuda_version"] == "13.0" and plan["torch"]["version"], plan.get("torch")
+    assert "torch" in plan["reasons"] and plan["reasons"]["torch"], plan["reasons"]
+    assert not [p for p in dpkg(c, "node3") if p.startswith(("nvidia-", "cuda-", "libnccl"))]
+    extra = write_inventory(tmp_path / "cuda-only.yml", {"node3": {"gpufleet_stack_request": request}}, nodes=("node3",))
+    args = ["-i", extra, "-e", json.dumps({"gpufleet_report_dir": str(tmp_path / "r"), "gpufleet_reboot_ok": True}),
+            "--limit", "node3"]
+    first = c.playbook(PLAYBOOK, *args)
+    out = first.stdout + first.stderr
+    assert first.returncode == 0, out[-6000:]
+    installed = dpkg(c, "node3")
+    assert_installed(installed, plan, plan["driver_recommended_version"])
+    assert installed["libnccl2"]["version"] == plan["nccl_package_version"] and installed["libnccl2"]["held"]
+    assert "release 13.0," in c.ssh("node3", "/usr/local/cuda/bin/nvcc --version").stdout
+    assert c.ssh("node3", "/opt/gpufleet/venv/bin/python -c 'import torch; print(torch.__version__)'").stdout.strip() \
+        == "2.13.0+cpu"
+    again = c.playbook(PLAYBOOK, *args)
+    out = again.stdout + again.stderr
+    assert again.returncode == 0, out[-6000:]
+    assert changed_on_nodes(out) == {}, changed_on_nodes(out)
