@@ -314,6 +314,10 @@ def _run_claimed(args, claimed: artifacts_mod.ArtifactsDir, started_at: datetime
     summary = json.loads(scrub_text(json.dumps(summary), secrets))  # the console gets what the file gets
     path = write_summary(summary, claimed, secrets)
     print(summary_table(summary, colour=colour_enabled(sys.stdout)))
+    plan_text = plan_cmd.plan_from_reports(claimed.reports)  # preflight and site: what the stack will install
+    if plan_text:
+        print(plan_text, end="")
+    print(f"reports: {claimed.reports}")
     print(f"summary: {path}")
     if summary.get("config_errors"):  # the whole message: the reason may be cut
         print("gpufleet: run broke: " + "\n".join(summary["config_errors"]), file=sys.stderr)

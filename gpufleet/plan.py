@@ -224,6 +224,21 @@ def render_refusal(group: dict) -> list[str]:
                     initial_indent="  ", subsequent_indent="  "))
 
 
+def plan_from_reports(reports: Path) -> str | None:
+    """The plan a preflight run wrote (reports/plan.json) as this command's table, or None when the run
+    wrote no plan (another stage, or the solver refused: its reason is then the run's own message)."""
+    try:
+        plan = json.loads((Path(reports) / "plan.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    if not isinstance(plan, dict) or "error" in plan or "cuda_version" not in plan:
+        return None
+    try:
+        return render([{"name": "the plan (reports/plan.json)", "plan": plan}])
+    except (KeyError, TypeError, ValueError):
+        return None  # a plan from another gpufleet version: the file itself is still there to read
+
+
 def render(groups: list[dict]) -> str:
     blocks = [render_plan(g) if "plan" in g else render_refusal(g) for g in groups]
     return "\n\n".join("\n".join(block) for block in blocks) + "\n"

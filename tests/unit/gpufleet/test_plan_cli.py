@@ -134,3 +134,20 @@ def test_a_host_missing_from_the_facts_cache_is_named(tmp_path, capsys):
 def test_without_an_os_nor_an_inventory_the_command_says_what_is_needed(capsys):
     assert cli.main(["plan", "--gpu", H100]) == 2
     assert "--os is needed (or -i INVENTORY with --facts-cache DIR)" in capsys.readouterr().err
+
+
+def test_a_preflight_runs_plan_is_shown_as_this_table_and_nothing_else_is(tmp_path, capsys):
+    """What `gpufleet run preflight` prints after its summary (issue 34): the plan.json the run wrote, as the plan
+    command shows it; a refused plan ({"error": ...}), another stage (no file) or a broken file shows nothing."""
+    from gpufleet import plan as plan_mod
+    assert cli.main(["plan", "--os", "ubuntu22.04", "--gpu", H100, "--json"]) == 0
+    document = json.loads(capsys.readouterr().out)
+    written = document["groups"][0]["plan"]
+    (tmp_path / "plan.json").write_text(json.dumps(written))
+    text = plan_mod.plan_from_reports(tmp_path)
+    assert text and "the plan (reports/plan.json)" in text and " CUDA " in " " + text
+    assert max(len(line) for line in text.splitlines()) <= 80
+    for content in ('{"error": "[UNKNOWN_CUDA] ..."}', "not json", "[]", '{"cuda_version": "12.2"}'):
+        (tmp_path / "plan.json").write_text(content)
+        assert plan_mod.plan_from_reports(tmp_path) is None, content
+    assert plan_mod.plan_from_reports(tmp_path / "absent") is None

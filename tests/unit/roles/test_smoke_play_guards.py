@@ -23,3 +23,13 @@ def test_fewer_forks_than_nodes_is_refused(tmp_path):
     assert "starts the launcher on all 3 nodes at once, but Ansible runs at most 2 at a time (forks)" in proc.stdout
     assert "Set forks to at least 3" in proc.stdout
     assert not (tmp_path / "work").exists()
+
+
+def test_a_stack_planned_without_pytorch_is_a_configuration_conflict_named_before_anything_runs(tmp_path):
+    """torch: none (issue 34) installs no PyTorch; the smoke job says so with a rule code gpufleet reads as a
+    configuration error (exit 2), and nothing is copied to the node."""
+    proc = run_role(tmp_path, "-e", '{"gpufleet_stack_request": {"cuda": "12.2", "torch": "none"}}')
+    assert proc.returncode == 2, output(proc)
+    assert "[SMOKE_NEEDS_TORCH] the smoke job trains with PyTorch, but gpufleet_stack_request says torch: none" \
+        in " ".join(proc.stdout.split())
+    assert not (tmp_path / "work").exists()
