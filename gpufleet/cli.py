@@ -14,11 +14,9 @@ import contextlib
 import difflib
 import json
 import os
-import re
 import shutil
 import sys
 import tempfile
-import textwrap
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Callable, NamedTuple
@@ -52,26 +50,6 @@ class UsageError(Exception):
 class _Parser(argparse.ArgumentParser):
     def error(self, message):
         raise UsageError(message, self.format_usage())
-
-
-class _Formatter(argparse.RawDescriptionHelpFormatter):
-    """Help in the terminal's width (gpufleet.console): paragraphs are filled to it, while indented lines
-    (the stage list) keep their layout."""
-
-    def __init__(self, prog):
-        super().__init__(prog, width=console.width() - 2)
-
-    def _fill_text(self, text, width, indent):
-        lines = []
-        for line in text.splitlines():
-            if len(line) <= width:
-                lines.append(indent + line)
-                continue
-            # "  name  what it does": continuation lines start under "what".
-            hanging = re.match(r"^(\s+\S+\s+)", line) if line.startswith(" ") else None
-            lines.extend(textwrap.wrap(line, width, initial_indent=indent, break_on_hyphens=False,
-                                       subsequent_indent=indent + " " * (len(hanging.group(1)) if hanging else 0)))
-        return "\n".join(lines)
 
 
 def _unknown_option(parser: argparse.ArgumentParser, argv: list[str]) -> UsageError | None:
@@ -202,13 +180,13 @@ def _compat_main(args: argparse.Namespace, _argv: list[str]) -> int:
 
 def _parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="gpufleet", description="Provision and verify GPU training clusters "
-                     "(ansible-runner front end).", epilog=EPILOG, formatter_class=_Formatter)
+                     "(ansible-runner front end).", epilog=EPILOG, formatter_class=console.HelpFormatter)
     parser.add_argument("--version", action=_VersionAction, help="print the versions of gpufleet, its collection "
                         "and ansible-core, and exit")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser, metavar="COMMAND")
     for name, command in _subcommands().items():
         sub_parser = sub.add_parser(name, help=command.help, description=command.description or None,
-                                    epilog=command.epilog or None, formatter_class=_Formatter)
+                                    epilog=command.epilog or None, formatter_class=console.HelpFormatter)
         command.add_arguments(sub_parser)
         sub_parser.set_defaults(handler=command.main)
     return parser

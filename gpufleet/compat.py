@@ -30,7 +30,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from gpufleet import collection, compat_refresh, compat_sources, safe_files
+from gpufleet import collection, compat_refresh, compat_sources, console, safe_files
 
 DATA_MODULE = Path("plugins/module_utils/compat_release_data.py")
 FACTS_MODULE = Path("plugins/module_utils/compat_facts.py")
@@ -237,7 +237,7 @@ def _date(text):
 
 def parser():
     top = argparse.ArgumentParser(prog="gpufleet compat", description=__doc__.split("\n\n", maxsplit=1)[0],
-                                  formatter_class=argparse.RawDescriptionHelpFormatter)
+                                  formatter_class=console.HelpFormatter)
     sub = top.add_subparsers(dest="command", required=True)
     refresh = sub.add_parser("refresh", help="regenerate the release data from its sources")
     mode = refresh.add_mutually_exclusive_group()

@@ -5,7 +5,10 @@
 
 from __future__ import annotations
 
+import argparse
+import re
 import shutil
+import textwrap
 
 DEFAULT_WIDTH = 80
 MIN_WIDTH = 40  # below this nothing is readable; lines are laid out for 40 and the terminal wraps them
@@ -53,3 +56,23 @@ def play_and_task(play: str, task: str, limit: int) -> str:
     if room >= 8:
         return f"{clip(play, room)} / {task}"
     return clip_middle(task, limit)
+
+
+class HelpFormatter(argparse.RawDescriptionHelpFormatter):
+    """Help in the terminal's width : paragraphs are filled to it, while indented lines
+    (the stage list) keep their layout."""
+
+    def __init__(self, prog):
+        super().__init__(prog, width=width() - 2)
+
+    def _fill_text(self, text, width, indent):
+        lines = []
+        for line in text.splitlines():
+            if len(line) <= width:
+                lines.append(indent + line)
+                continue
+            # "  name  what it does": continuation lines start under "what".
+            hanging = re.match(r"^(\s+\S+\s+)", line) if line.startswith(" ") else None
+            lines.extend(textwrap.wrap(line, width, initial_indent=indent, break_on_hyphens=False,
+                                       subsequent_indent=indent + " " * (len(hanging.group(1)) if hanging else 0)))
+        return "\n".join(lines)

@@ -67,8 +67,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                       help="resolve against this /var/lib/dpkg/status (default: an empty system, every dependency)")
     sources = parser.add_argument_group("sources (default: the inventory's, else the plan's)")
     sources.add_argument("--cuda-repo-url", default="", help="base of NVIDIA's repositories, like gpufleet_cuda_repo_url")
-    sources.add_argument("--cuda-repo-key-url", default="", help="the CUDA repository's signing key")
-    sources.add_argument("--cuda-repo-key-fingerprint", default="", help="the fingerprint that key must have")
+    sources.add_argument("--cuda-repo-key-url", default="", metavar="URL", help="the CUDA repository's signing key")
+    sources.add_argument("--cuda-repo-key-fingerprint", default="", metavar="FPR", help="the fingerprint (FPR) that key must have")
     sources.add_argument("--os-mirror-url", default="", help="the OS archive (default gpufleet_debian_mirror_url, "
                          "else the distribution's)")
     sources.add_argument("--os-keyring", default="", help="keyring file the OS archive is signed with")

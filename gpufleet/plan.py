@@ -150,7 +150,16 @@ def _solver():
 
 
 def plan_group(name: str, request: dict) -> dict:
-    """{"name", "request", "plan"} or {"name", "request", "refused": {"rule", "message", "alternatives"}}."""
+    """{"name", "request", "plan"} or {"name", "request", "refused": {"rule", "message", "alternatives"}}.
+    The request is checked first as `gpufleet run` checks it (unknown keys with the nearest, kinds, versions):
+    a misspelt key plans nothing rather than a plan that silently ignored it."""
+    from gpufleet.mirror_targets import module_utils
+    problems = module_utils("request_schema").request_problems(
+        {k: v for k, v in request.items() if k not in ("os", "arch", "gpus")})
+    if problems:
+        rule, message = problems[0][1:].split("] ", 1)
+        return {"name": name, "request": request,
+                "refused": {"rule": rule, "message": " ".join([message] + problems[1:]), "alternatives": []}}
     solver = _solver()
     try:
         return {"name": name, "request": request, "plan": solver.solve(request)}

@@ -29,7 +29,7 @@ import re
 
 from ansible_collections.gpufleet.cluster.plugins.module_utils import versions
 from ansible_collections.gpufleet.cluster.plugins.module_utils.findings import make_finding
-from ansible_collections.gpufleet.cluster.plugins.module_utils.request_schema import profile_problems
+from ansible_collections.gpufleet.cluster.plugins.module_utils.request_schema import nearest, profile_problems
 from ansible_collections.gpufleet.cluster.plugins.module_utils.gpu_models import (
     lookup_model,
     normalize_cc,
@@ -445,7 +445,11 @@ def resolve_profile(name, builtin, custom=None, builtin_var="preflight_profiles"
                                % (custom_var, name, " -> ".join([c[0] for c in chain] + [pname])))
         var, settings = source(pname)
         if var is None:
-            raise ProfileError("%s.%s.extends: unknown profile %r" % (chain[-1][1], chain[-1][0], pname))
+            known = sorted(set(builtin) | set(custom))
+            close = nearest(pname, known)
+            raise ProfileError("%s.%s.extends: unknown profile %r (%sknown: %s)" % (
+                chain[-1][1], chain[-1][0], pname, "did you mean %s? " % " or ".join(repr(c) for c in close)
+                if close else "", ", ".join(known)))
         if not isinstance(settings, dict):
             raise ProfileError("%s.%s must be a mapping, got %r" % (var, pname, settings))
         chain.append((pname, var, settings))

@@ -38,7 +38,8 @@ NEAR_MISS_CUTOFF = 0.85
 _REQUEST_KINDS = {
     "gpus": ("a list of GPU names", lambda v: isinstance(v, (list, tuple, str, Mapping))),
     "cuda": ("a version such as \"12.4\" (or a list of them)", lambda v: isinstance(v, (str, int, float, list, tuple))),
-    "torch": ("a version such as \"2.4.1\"", lambda v: v is None or isinstance(v, (str, int, float))),
+    "torch": ("a version such as \"2.4.1\", or none for no PyTorch",
+              lambda v: v is None or v is False or isinstance(v, (str, int, float))),
     "torch_variant": ("a wheel variant such as \"cu121\"", lambda v: v is None or isinstance(v, str)),
     "driver_branch": ("a branch such as \"550\"", lambda v: v is None or isinstance(v, (str, int))),
     "driver_compat": ("\"full\" or \"minor\"", lambda v: v in (None, "full", "minor")),
@@ -94,10 +95,12 @@ def _gpu_problems(gpus, where):
     out = []
     for name in _gpu_names(gpus):
         if lookup_model(name) is None:
-            close = nearest(name, known, cutoff=0.4) or known[:NEAREST]
-            out.append(problem("UNKNOWN_GPU", "%s.gpus: unknown GPU %r; nearest known models: %s (or give "
+            close = nearest(name, known, cutoff=0.4)
+            hint = ("nearest known models: %s" % "; ".join(close) if close
+                    else "no known model is close (gpufleet compat show lists them)")
+            out.append(problem("UNKNOWN_GPU", "%s.gpus: unknown GPU %r; %s (or give "
                                               "{name: %r, compute_capability: \"9.0\"})."
-                               % (where, name, "; ".join(close), name)))
+                               % (where, name, hint, name)))
     return out
 
 
@@ -108,7 +111,9 @@ def _version_problems(request, where):
         cudas = request.get("cuda")
         cuda_keys = [_solver.resolve_cuda(c)[0] for c in (cudas if isinstance(cudas, (list, tuple)) else [cudas])
                      if c not in (None, "")]
-        torch_key, pinned = _solver.resolve_torch(request.get("torch"))
+        # torch: none (or null, false, "") asks for no PyTorch: nothing of torch to check.
+        declined = _solver.torch_declined(request)
+        torch_key, pinned = (None, None) if declined else _solver.resolve_torch(request.get("torch"))
         pinned = str(request.get("torch_variant") or pinned or "").strip().lower() or None
         if request.get("driver_branch") not in (None, ""):
             _solver.resolve_request({"driver_branch": request["driver_branch"]})

@@ -91,14 +91,15 @@ _TORCH_KEYS = sorted(_data.TORCH_RELEASES, key=vkey)
 
 
 def _as_version_text(value, what):
+    example = "\"2.8.0\"" if "torch" in what else "\"12.2\""
     if isinstance(value, bool) or value is None:
-        raise StackError("BAD_REQUEST", "%s must be a version string such as \"12.2\", not %r." % (what, value))
+        raise StackError("BAD_REQUEST", "%s must be a version string such as %s, not %r." % (what, example, value))
     if isinstance(value, float):
         value = repr(value)
     elif isinstance(value, int):
         value = str(value)
     if not isinstance(value, str) or not re.match(r"^\s*\d+(\.\d+)*([+.]?[a-z]+\d*)?\s*$", value, re.I):
-        raise StackError("BAD_REQUEST", "%s must be a version string such as \"12.2\", not %r." % (what, value))
+        raise StackError("BAD_REQUEST", "%s must be a version string such as %s, not %r." % (what, example, value))
     return value.strip()
 
 

@@ -66,7 +66,7 @@ MISTAKES = [
                            "gpufleet_custom_profiles": {"big": {"extends": "training", "min_gpus_per_node": "eight"}}},
      [], ["min_gpus_per_node", "'eight'", "non-negative integer"]),
     ("profile-extends-unknown", {"gpufleet_profile": "big", "gpufleet_custom_profiles": {"big": {"extends": "trainingg"}}},
-     [], ["'trainingg'", "unknown profile"]),
+     [], ["'trainingg'", "unknown profile", "did you mean 'training'?"]),
     ("variable-typo", {"smoke_test_launchr": "srun"}, [], ["'smoke_test_launchr'", "did you mean 'smoke_test_launcher'?"]),
     ("request-variable-typo", {"gpufleet_stack_requst": {"torch": "2.4.1"}}, [],
      ["'gpufleet_stack_requst'", "did you mean 'gpufleet_stack_request'?"]),

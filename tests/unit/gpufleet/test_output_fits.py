@@ -57,8 +57,10 @@ def test_clip_middle_keeps_both_ends():
     assert console.clip_middle("short", 30) == "short"
 
 
-def test_help_wraps_to_the_terminal_and_lists_compat(outside):
-    result = run_cli(["run", "--help"], cwd=outside, env=clean_env(PYTHONPATH=str(REPO), COLUMNS="60"))
+@pytest.mark.parametrize("command", [["run", "--help"], ["--help"], ["compat", "--help"], ["plan", "--help"],
+                                     ["mirror", "--help"]], ids=" ".join)
+def test_help_wraps_to_the_terminal_and_lists_compat(outside, command):
+    result = run_cli(command, cwd=outside, env=clean_env(PYTHONPATH=str(REPO), COLUMNS="60"))
     assert result.rc == 0
     assert max(len(line) for line in result.stdout.splitlines()) <= 60, result.stdout
     top = run_cli(["--help"], cwd=outside, env=clean_env(PYTHONPATH=str(REPO), COLUMNS="80"))

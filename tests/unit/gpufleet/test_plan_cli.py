@@ -151,3 +151,15 @@ def test_a_preflight_runs_plan_is_shown_as_this_table_and_nothing_else_is(tmp_pa
         (tmp_path / "plan.json").write_text(content)
         assert plan_mod.plan_from_reports(tmp_path) is None, content
     assert plan_mod.plan_from_reports(tmp_path / "absent") is None
+
+
+def test_a_misspelt_request_key_is_refused_with_the_nearest_not_planned_around(tmp_path, capsys):
+    """`gpufleet plan -i` checks each host's request as `gpufleet run` does (issue 34): {torh: 2.3.0} once
+    planned the default torch with a warning and exited 0."""
+    inventory = tmp_path / "hosts.yml"
+    inventory.write_text('all:\n  children:\n    gpu_nodes:\n      hosts:\n        n1:\n'
+                         '          gpufleet_stack_request: {torh: "2.3.0"}\n')
+    code = cli.main(["plan", "-i", str(inventory), "--os", "ubuntu22.04", "--gpu", H100])
+    out, err = capsys.readouterr()
+    assert code == 2, out + err
+    assert "[UNKNOWN_REQUEST_KEY]" in err and "did you mean 'torch'?" in " ".join(err.split()), err

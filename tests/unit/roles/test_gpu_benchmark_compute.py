@@ -122,3 +122,12 @@ def test_a_gpu_that_printed_no_figure_fails_its_node(tmp_path):
     assert len(report["gpus"]) == 7
     assert [(f["code"], f["gpu_index"], f["severity"]) for f in report["findings"]] == [("FIGURE_MISSING", 7, "fail")]
     assert "GPU 7 printed no figure (torch measured 7 GPU(s), 8 expected)" in report["findings"][0]["message"]
+
+
+def test_a_stack_planned_without_pytorch_is_a_configuration_conflict_named_before_anything_runs(tmp_path):
+    """torch: none (issue 34): the microbenchmark needs PyTorch; the refusal carries a rule code gpufleet reads as
+    a configuration error (exit 2), and nothing is copied or measured."""
+    proc, report = run_compute(tmp_path, "-e", json.dumps({"gpufleet_stack_request": {"cuda": "12.2", "torch": None}}))
+    assert proc.returncode == 2, proc.stdout[-3000:]
+    assert "[BENCHMARK_NEEDS_TORCH] the GEMM and memory benchmark runs on PyTorch" in " ".join(proc.stdout.split())
+    assert report is None

@@ -54,3 +54,20 @@ def test_config_error_cuts_ansibles_wrapper():
                "value for '__preflight_plan': stack_plan: [UNKNOWN_CUDA] CUDA 12.99 is not in the data; known: 12.4.")
     assert schema.config_error(wrapped) == "[UNKNOWN_CUDA] CUDA 12.99 is not in the data; known: 12.4."
     assert schema.config_error("n1: gpu_count is 0, expected >= 1") is None
+
+
+@pytest.mark.parametrize("declined", ["none", "None", "", False, None])
+def test_a_request_for_no_pytorch_is_no_configuration_error(declined):
+    """torch: none (or null, false, "") is a documented request shape (docs/stack.md): the schema passes it on to
+    the solver, which plans no PyTorch; before, the CLI refused every stage with [BAD_REQUEST]."""
+    assert schema.request_problems({"cuda": "13.0", "torch": declined}) == []
+
+
+def test_a_torch_that_is_no_version_is_shown_a_torch_example():
+    problems = schema.request_problems({"torch": "abc"})
+    assert problems and 'such as "2.8.0"' in problems[0]
+
+
+def test_a_gpu_name_close_to_nothing_is_not_shown_arbitrary_models():
+    problems = schema.request_problems({"gpus": ["xyz123"], "torch": "2.8.0"})
+    assert len(problems) == 1 and "no known model is close" in problems[0] and "nearest" not in problems[0]

@@ -46,7 +46,7 @@ def test_the_sample_inventory_plans_a_supported_branch_on_every_os(os_key, cuda,
     assert supported(plan), plan["driver_branch"]
     assert (plan["cuda_version"], plan["driver_branch"]) == (cuda, branch)
     note = next(w for w in plan["warnings"] if w.startswith("cuda not given"))
-    assert ("newest of the mission range" in note) == (cuda == "12.2")
+    assert ("newest of the default range" in note) == (cuda == "12.2")
     assert ("oldest newer toolkit" in note) == (cuda != "12.2")
 
 
