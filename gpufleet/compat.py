@@ -30,7 +30,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from gpufleet import collection, compat_refresh, compat_sources, console, safe_files
+from gpufleet import children, collection, compat_refresh, compat_sources, console, safe_files
 
 DATA_MODULE = Path("plugins/module_utils/compat_release_data.py")
 FACTS_MODULE = Path("plugins/module_utils/compat_facts.py")
@@ -76,7 +76,7 @@ def _is_torchvision_for_torch2(version):
 
 def _clone_test_infra(workdir):
     target = Path(workdir) / "test-infra"
-    done = subprocess.run(["git", "clone", "--quiet", "--filter=blob:none", "--no-checkout", TEST_INFRA_URL,
+    done = children.run(["git", "clone", "--quiet", "--filter=blob:none", "--no-checkout", TEST_INFRA_URL,
                            str(target)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, check=False)
     if done.returncode != 0:
         raise compat_sources.SourceError("cannot clone %s: %s" % (TEST_INFRA_URL, done.stderr.strip()))

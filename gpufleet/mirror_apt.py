@@ -21,6 +21,7 @@ import urllib.parse
 from dataclasses import dataclass
 from pathlib import Path
 
+from gpufleet import children
 from gpufleet.mirror_targets import MirrorError, module_utils
 
 DEB_ARCH = {"x86_64": "amd64", "aarch64": "arm64", "sbsa": "arm64", "ppc64le": "ppc64el"}
@@ -147,7 +148,7 @@ class AptSandbox:
     def run(self, tool: str, *args: str) -> subprocess.CompletedProcess:
         env = {k: v for k, v in os.environ.items() if not k.startswith("APT_")}
         env.update(APT_CONFIG=str(self.root / "apt.conf"), LC_ALL="C", DEBIAN_FRONTEND="noninteractive")
-        return subprocess.run([tool, *args], capture_output=True, text=True, env=env, check=False)
+        return children.run([tool, *args], capture_output=True, text=True, env=env, check=False)
 
     def update(self) -> None:
         """Read every source's signed index; a source that cannot be read or verified is an error naming it."""

@@ -10,9 +10,9 @@ none (a Debian or Ubuntu controller) it stops with an error that says so, it nev
 from __future__ import annotations
 
 import shutil
-import subprocess
 from pathlib import Path
 
+from gpufleet import children
 from gpufleet.mirror_apt import sha256_of
 from gpufleet.mirror_targets import MirrorError, Target
 
@@ -73,6 +73,6 @@ def index_rpm_repo(directory: Path) -> None:
 
 
 def _run(argv: list[str], what: str) -> None:
-    proc = subprocess.run(argv, capture_output=True, text=True, check=False)
+    proc = children.run(argv, capture_output=True, text=True, check=False)
     if proc.returncode != 0:
         raise MirrorError(f"{what}: {(proc.stderr or proc.stdout).strip()[-2000:]}")

@@ -15,13 +15,14 @@ import hashlib
 import importlib
 import json
 import os
-import subprocess
 import sys
 import tempfile
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import yaml
+
+from gpufleet import children
 
 # The key NVIDIA signs its CUDA repositories with (the nvidia_driver role's default pin) and its file name.
 NVIDIA_KEY_FINGERPRINT = "EB693B3035CD5710E231E123A4B469963BF863CC"
@@ -376,7 +377,7 @@ def collect_inventory_facts(inventory: str, limit: str | None, extra_vars: list[
         argv += ["--limit", limit] if limit else []
         for item in extra_vars:
             argv += ["-e", item]
-        proc = subprocess.run(argv, capture_output=True, text=True, env=env, check=False, cwd=os.getcwd())
+        proc = children.run(argv, capture_output=True, text=True, env=env, check=False, cwd=os.getcwd())
         records = json.loads(out.read_text()) if out.exists() else {}
     failed = _failed_hosts(proc.stdout)
     if proc.returncode != 0 or failed or not records:

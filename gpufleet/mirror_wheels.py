@@ -24,6 +24,7 @@ import urllib.parse
 from dataclasses import dataclass
 from pathlib import Path
 
+from gpufleet import children
 from gpufleet.mirror_apt import sha256_of
 from gpufleet.mirror_targets import MirrorError
 from gpufleet.safe_files import write_atomically
@@ -163,7 +164,7 @@ def check_pip() -> None:
 
 def _pip(argv: list[str], what: str, scratch: Path) -> None:
     # On any exception (SIGINT, SIGTERM as Cancelled) run() kills pip and waits for it before the work goes.
-    proc = subprocess.run(argv, capture_output=True, text=True, env=pip_env(scratch), check=False)
+    proc = children.run(argv, capture_output=True, text=True, env=pip_env(scratch), check=False)
     if proc.returncode != 0:
         said = " | ".join(line.strip() for line in (proc.stderr or proc.stdout).splitlines()
                           if line.startswith("ERROR") or re.match(r"\s+(\S+ from \S+:|Expected sha256|Got )", line))

@@ -24,6 +24,8 @@ import sys
 import textwrap
 from pathlib import Path
 
+from gpufleet import children
+
 # What the stack playbook plans when the inventory sets no request (playbooks/tasks/gpu_stack_plan.yml).
 DEFAULT_REQUEST = {"torch": "2.8.0"}
 WIDTH = 80
@@ -80,7 +82,7 @@ def inventory_hosts(inventory: str, group: str = "gpu_nodes") -> dict:
     """{host: its variables} of the group, as ansible-inventory reads them (group_vars, host_vars)."""
     binary = Path(sys.executable).parent / "ansible-inventory"
     try:
-        proc = subprocess.run([str(binary), "-i", inventory, "--list"], capture_output=True, text=True, timeout=300,
+        proc = children.run([str(binary), "-i", inventory, "--list"], capture_output=True, text=True, timeout=300,
                               check=False)
     except (OSError, subprocess.SubprocessError) as exc:
         raise PlanInputError("cannot run ansible-inventory on %s: %s" % (inventory, exc)) from exc
