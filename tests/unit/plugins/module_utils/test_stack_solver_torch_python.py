@@ -15,6 +15,7 @@ import pytest
 import yaml
 
 from ansible_collections.gpufleet.cluster.plugins.module_utils import compat_data as data
+from ansible_collections.gpufleet.cluster.plugins.module_utils import request_schema
 from ansible_collections.gpufleet.cluster.plugins.module_utils.stack_solver import StackError, solve, vkey
 
 REPO = Path(__file__).resolve().parents[4]
@@ -123,6 +124,8 @@ SHAPES = [
     {"cuda": "12.8", "torch": "2.7.0", "driver_branch": "570"},
     {"cuda": "12.2", "torch": "2.1.2", "kernel_modules": "proprietary"},
     {"cuda": "13.0", "torch": "2.9.0", "allow_cuda_major_mismatch": True}, {"torch": "2.1", "driver_compat": "minor"},
+    {"cuda": "12.2", "torch": None}, {"cuda": "12.2", "torch": False}, {"cuda": "12.2", "torch": ""},
+    {"gpus": [{"name": "NVIDIA H100 80GB HBM3", "count": 8}], "torch": "2.8.0"},
 ]
 
 
@@ -140,4 +143,20 @@ def test_every_documented_request_shape_plans_or_is_refused_by_a_rule(os_key, re
         assert plan["torch"]["version"] in data.TORCH_RELEASES and plan["torch"]["index_url"]
         assert plan["python"] is None or plan["python"]["python"] in plan["torch"]["python_versions"]
     else:
-        assert request_.get("torch") == "none" or "none planned" in plan["reasons"]["torch"]
+        assert request_.get("torch") in ("none", None, False, "") or "none planned" in plan["reasons"]["torch"]
+
+
+@pytest.mark.parametrize("request_", SHAPES, ids=[str(s) for s in SHAPES])
+def test_every_documented_request_shape_passes_the_schema_or_is_refused_as_the_solver_refuses_it(request_):
+    """What `gpufleet run` checks before Ansible starts (request_schema) agrees with the solver on every shape the
+    docs show: a shape the solver plans is no configuration error (torch: none once was), and one the schema
+    refuses is refused by the solver too, whatever the OS."""
+    problems = request_schema.request_problems(request_)
+    planned = []
+    for os_key in SUPPORTED:
+        try:
+            planned.append(solve(dict({"gpus": [H100] * 8}, **request_, os=os_key, nvswitch=True)))
+        except StackError:
+            pass
+    # A schema refusal of a shape the solver plans somewhere would stop a good configuration (exit 2).
+    assert not (planned and problems), problems
