@@ -81,7 +81,7 @@ def test_installed_wheel_runs_a_stage_from_another_directory(wheel, tmp_path):
                       "--artifacts", artifacts], cwd=elsewhere, env=env)
     summary = json.loads((artifacts / "summary.json").read_text())
     assert result.rc == summary["exit_code"] and result.rc in (0, 1), result.stderr  # fails checks without a GPU
-    assert summary["stage_names"] == {"Check the configuration before touching the nodes": "config",
+    assert summary["stage_names"] == {"Check the configuration before touching the nodes": "preflight",
                                       "Preflight the GPU nodes": "preflight"}
     assert (artifacts / "reports" / "preflight.json").is_file()
 
