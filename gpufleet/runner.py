@@ -681,6 +681,36 @@ def _check_extra_config(extra: dict) -> None:
         raise ConfigurationError(problems)
 
 
+# Stages whose playbook checks the inventory's configuration in a first play of its own (playbooks/preflight.yml).
+_STAGES_WITH_CONFIG_PLAY = ("preflight", "site")
+
+
+def inventory_config_problems(plan: _Plan, env: dict, hosts: list[str]) -> list[str]:
+    """The configuration errors of the selected hosts' inventory variables (with -e over them), checked as
+    preflight's first play checks them: the stack request, the profile, near-miss variable names. [] when the
+    collection or the inventory's variables cannot be read (the playbook's own checks remain)."""
+    try:
+        from ansible_collections.gpufleet.cluster.plugins.filter.preflight_checks import preflight_config_problems
+        args = [str(Path(sys.executable).parent / "ansible-inventory"), "-i", plan.inventory, "--list",
+                *plan.options.vault_args()]
+        proc = subprocess.run(args, capture_output=True, text=True, cwd=plan.cwd, env=env, timeout=300, check=True)
+        hostvars = json.loads(proc.stdout).get("_meta", {}).get("hostvars", {})
+    except Exception:  # noqa: BLE001 - no collection, no ansible-inventory, vault, anything: not a verdict here
+        return []
+    problems: list[str] = []
+    for host in hosts:
+        merged = {**hostvars.get(host, {}), **_plain(plan.extra)}
+        for problem in preflight_config_problems(
+                merged.get("preflight_stack_request", merged.get("gpufleet_stack_request")),
+                profile=merged.get("preflight_profile", merged.get("gpufleet_profile", "training")),
+                builtin_profiles=merged.get("preflight_profiles"),
+                custom_profiles=merged.get("preflight_custom_profiles", merged.get("gpufleet_custom_profiles", {})),
+                variables=list(merged)):
+            if problem not in problems:
+                problems.append(problem)
+    return problems
+
+
 def _plan(stage: str, inventory: str | Path, options: AnsibleOptions, playbook: Path | None) -> _Plan:
     if stage not in STAGE_PLAYBOOKS:
         raise RunBroken(f"unknown stage {stage!r}; stages: {', '.join(STAGE_PLAYBOOKS)}")
@@ -886,6 +916,10 @@ def _run_claimed(plan: _Plan, claimed: artifacts_mod.ArtifactsDir, out: TextIO, 
     # The stage's own playbooks run every play on gpufleet_hosts (-e), else gpu_nodes; a test's playbook on all.
     pattern = str(plan.extra.get("gpufleet_hosts", "gpu_nodes")) if plan.stage_playbook else "all"
     hosts = target_hosts(plan.inventory, plan.options.limit, {**os.environ, **envvars}, plan.cwd, pattern=pattern)
+    if plan.stage_playbook and plan.stage not in _STAGES_WITH_CONFIG_PLAY:
+        problems = inventory_config_problems(plan, {**os.environ, **envvars}, hosts)
+        if problems:
+            raise ConfigurationError(problems)
     _check_smoke_forks(plan, {**os.environ, **envvars}, effective, out)
     masked = list(secrets or []) + secret_values(extra_vars=_plain(plan.extra))
     tracker = EventTracker(out=out, colour=colour_enabled(out), secrets=masked, stream=plan.options.verbosity > 0)

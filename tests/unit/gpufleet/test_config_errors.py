@@ -207,3 +207,22 @@ def test_the_cli_checks_extra_vars_itself_before_ansible_starts_for_any_stage(ou
     assert summary["config_errors"] == [lines[0][len("gpufleet: run broke: "):], lines[1]]
     assert [e.split("]")[0] for e in summary["config_errors"]] == ["[UNKNOWN_VARIABLE", "[UNKNOWN_REQUEST_KEY"]
     assert not (artifacts / "runner" / "job_events").exists()  # ansible-playbook never started
+
+
+@pytest.mark.parametrize(("stage", "group_vars", "expected"), [
+    ("stack", {"gpufleet_stack_request": {"torh": "2.3.0"}},
+     "[UNKNOWN_REQUEST_KEY] gpufleet_stack_request.torh: unknown request key (did you mean 'torch'?)"),
+    ("validate", {"smoke_test_launchr": "srun"},
+     "[UNKNOWN_VARIABLE] variable 'smoke_test_launchr' is not one of gpufleet's and would be ignored; "
+     "did you mean 'smoke_test_launcher'?"),
+], ids=["stack-request-typo", "validate-variable-typo"])
+def test_the_inventorys_configuration_is_checked_before_ansible_starts_for_any_stage(outside, stage, group_vars,
+                                                                                      expected):
+    """Not only preflight: `gpufleet run stack` with {torh: 2.3.0} in the inventory once planned the default torch
+    (the key ignored with a warning), installed it and exited 0."""
+    inventory = _inventory(outside / "inv.json", group_vars)
+    artifacts = outside / "out"
+    result = run_cli(["run", stage, "-i", inventory, "--artifacts", artifacts], cwd=outside)
+    assert result.rc == 2, result.stdout + result.stderr
+    assert result.stderr.splitlines()[0].startswith("gpufleet: run broke: " + expected), result.stderr
+    assert not (artifacts / "runner" / "job_events").exists()  # ansible-playbook never started
