@@ -76,3 +76,14 @@ def test_a_rhel_rebuild_outside_the_list_is_refused_not_planned_as_rhel(os_in):
     with pytest.raises(StackError) as err:
         solve(dict(REQUEST, os=os_in))
     assert err.value.rule == "UNSUPPORTED_OS" and "rhel9" in str(err.value)
+
+
+def test_the_docs_point_to_the_one_generated_list():
+    from pathlib import Path
+    repo = Path(__file__).resolve().parents[4]
+    assert "### Supported operating systems\n" in (repo / "docs/compatibility.md").read_text()
+    for doc in ("README.md", "docs/stack.md", "docs/preflight.md"):
+        assert "compatibility.md#supported-operating-systems" in (repo / doc).read_text(), doc
+    # The README's sentence names the same five OSes (test_every_row_names_what_the_parts_need pins the ids).
+    readme = (repo / "README.md").read_text()
+    assert "Ubuntu 20.04, 22.04 or 24.04, Debian 12, or RHEL/Rocky 9" in readme
