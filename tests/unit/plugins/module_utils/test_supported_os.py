@@ -87,3 +87,11 @@ def test_the_docs_point_to_the_one_generated_list():
     # The README's sentence names the same five OSes (test_every_row_names_what_the_parts_need pins the ids).
     readme = (repo / "README.md").read_text()
     assert "Ubuntu 20.04, 22.04 or 24.04, Debian 12, or RHEL/Rocky 9" in readme
+
+
+def test_gpufleet_mirror_knows_the_same_oses_with_the_same_python_and_family():
+    from gpufleet.mirror_targets import OS_RELEASES
+    assert set(OS_RELEASES) == set(data.SUPPORTED_OS)
+    for os_id, release in OS_RELEASES.items():
+        assert (release.python, release.os_family) == (data.SUPPORTED_OS[os_id]["python"],
+                                                       data.SUPPORTED_OS[os_id]["os_family"]), os_id
