@@ -63,3 +63,12 @@ def test_preflight_checks_nodes_against_the_same_list():
     variables = dict(load(ROLES_DIR / "preflight/defaults/main.yml"))
     templar = Templar(loader=LOADER, variables=variables)
     assert render(templar, variables["preflight_supported_os"]) == sorted(data.SUPPORTED_OS)
+
+
+@pytest.mark.parametrize("meta", sorted(ROLES_DIR.glob("*/meta/main.yml")), ids=lambda p: p.parts[-3])
+def test_no_role_advertises_an_enterprise_linux_release_outside_the_list(meta):
+    # Galaxy's platforms: EL 8 nodes cannot run ansible-core 2.17+'s modules (python 3.6), so no role lists it.
+    majors = {p.split(" ")[1] for row in data.SUPPORTED_OS.values() if row["os_family"] == "RedHat" for p in row["ansible"]}
+    for platform in load(meta)["galaxy_info"].get("platforms", []):
+        if platform["name"] == "EL":
+            assert set(map(str, platform["versions"])) <= majors, meta
