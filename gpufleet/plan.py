@@ -118,7 +118,7 @@ def cached_os(facts_cache: str, host: str) -> tuple:
 
     if get("distribution") == "Ubuntu":
         os_key = "ubuntu" + str(get("distribution_version"))
-    elif get("os_family") == "RedHat":
+    elif get("distribution") in ("RedHat", "Rocky"):  # the rebuild the one OS list names; Alma etc. keep their id
         os_key = "rhel" + str(get("distribution_major_version"))
     else:
         os_key = str(get("distribution")).lower() + str(get("distribution_major_version"))
