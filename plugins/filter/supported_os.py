@@ -28,6 +28,6 @@ def supported_os(form="ids"):
     raise AnsibleFilterError("supported_os: the form must be one of %s, not %r" % (", ".join(FORMS), form))
 
 
-class FilterModule:
+class FilterModule(object):
     def filters(self):
         return {"supported_os": supported_os}
