@@ -84,8 +84,9 @@ SOURCES = {
     # ------------------------------------------------------------ supported operating systems (issue 37)
     "cuda-guide-12.8-distros": {
         "document": "NVIDIA CUDA Installation Guide for Linux 12.8, 1.1 System Requirements, Table 1 'Native Linux "
-                    "Distribution Support in CUDA 12.8' (x86_64: RHEL 9.y and 8.y, Rocky Linux 9.y and 8.y, Ubuntu "
-                    "24.04, 22.04 and 20.04 LTS, Debian 12.y, ...)",
+                    "Distribution Support in CUDA 12.8' (x86_64 rows RHEL 9.y, RHEL 8.y and Rocky Linux 8.y seen in a "
+                    "stored copy of the table; its Rocky 9, Ubuntu 20.04/22.04/24.04 and Debian 12 rows were not "
+                    "read verbatim here: re-read the table when refreshing this list)",
         "url": "https://docs.nvidia.com/cuda/archive/12.8.0/cuda-installation-guide-linux/index.html",
         "read": "2026-12-06"},
     "ansible-core-2.17-targets": {
