@@ -64,6 +64,8 @@ class OsRelease:
     source: str
 
 
+# One per OS of the one supported-OS list (compat_packages SUPPORTED_OS; tests/unit/plugins/module_utils/
+# test_supported_os.py keeps the ids, Python and family equal): what the mirror adds to it (codename, glibc, archive).
 OS_RELEASES = {
     "debian12": OsRelease("Debian", "12", "Debian", "bookworm", "3.11", "2.36", "http://deb.debian.org/debian",
                           ("main",), "/usr/share/keyrings/debian-archive-keyring.gpg",
@@ -77,8 +79,6 @@ OS_RELEASES = {
     "ubuntu24.04": OsRelease("Ubuntu", "24", "Debian", "noble", "3.12", "2.39", "http://archive.ubuntu.com/ubuntu",
                              ("main", "universe"), "/usr/share/keyrings/ubuntu-archive-keyring.gpg",
                              "packages.ubuntu.com/noble: python3 3.12.3-0ubuntu1, libc6 2.39-0ubuntu8"),
-    "rhel8": OsRelease("RedHat", "8", "RedHat", "", "3.6", "2.28", "", (), "",
-                       "RHEL 8.0 release notes: python3 is Python 3.6, glibc 2.28"),
     "rhel9": OsRelease("RedHat", "9", "RedHat", "", "3.9", "2.34", "", (), "",
                        "RHEL 9.0 release notes: python3 is Python 3.9, glibc 2.34"),
 }

@@ -46,8 +46,8 @@ EPILOG = ("Exit codes: 0 a plan; 2 the request is refused (the rule in brackets,
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--os", help="the nodes' OS: ubuntu22.04, ubuntu24.04, debian12, rhel9 (Rocky and "
-                        "AlmaLinux: rhel9), ...; with --facts-cache, each host's own")
+    parser.add_argument("--os", help="the nodes' OS, one of the supported list (docs/compatibility.md): ubuntu22.04, "
+                        "ubuntu24.04, debian12, rhel9 (Rocky 9: rhel9), ...; with --facts-cache, each host's own")
     parser.add_argument("-i", "--inventory", help="read each gpu_nodes host's gpufleet_stack_request from it")
     parser.add_argument("--facts-cache", help="Ansible's jsonfile fact cache directory: each host's OS and arch")
     parser.add_argument("--gpu", required=True, action="append",
@@ -120,7 +120,7 @@ def cached_os(facts_cache: str, host: str) -> tuple:
 
     if get("distribution") == "Ubuntu":
         os_key = "ubuntu" + str(get("distribution_version"))
-    elif get("os_family") == "RedHat":
+    elif get("distribution") in ("RedHat", "Rocky"):  # the rebuild the one OS list names; Alma etc. keep their id
         os_key = "rhel" + str(get("distribution_major_version"))
     else:
         os_key = str(get("distribution")).lower() + str(get("distribution_major_version"))

@@ -25,7 +25,8 @@ try:  # collection import path
         OS_PYTHON, TORCH_INDEX_URL, TORCH_RELEASES)
     from ansible_collections.gpufleet.cluster.plugins.module_utils.compat_packages import (  # noqa: F401
         CUDA_REPO_BASE, DCGM_PACKAGES, DRIVER_PACKAGE_GRAPHS, FABRIC_MANAGER_PACKAGES, IMEX_PACKAGES, NVLSM_PACKAGES,
-        OS_ALIASES, OS_PACKAGE_NAMES, REPO_ARCHES, REPO_BRANCHES, REPO_CUDA_RANGE, REPO_DISTROS, REPO_PACKAGES_UNVERIFIED, REPO_SOURCE)
+        OS_ALIASES, OS_PACKAGE_NAMES, REPO_ARCHES, REPO_BRANCHES, REPO_CUDA_RANGE, REPO_DISTROS, REPO_PACKAGES_UNVERIFIED, REPO_SOURCE,
+        REFUSED_OS, SUPPORTED_OS)
 except ImportError:  # pragma: no cover - direct import from the source tree
     from compat_cuda import CC_SUPPORT, CUDA_TOOLKITS, MISSION_CUDA_RANGE, WHEEL_DRIVER_FLOOR  # type: ignore # noqa: F401
     from compat_drivers import (DRIVER_BRANCHES, FABRIC_MANAGER, GPU_MIN_DRIVER,  # type: ignore # noqa: F401
@@ -33,7 +34,7 @@ except ImportError:  # pragma: no cover - direct import from the source tree
     from compat_torch import OS_PYTHON, TORCH_INDEX_URL, TORCH_RELEASES  # type: ignore # noqa: F401
     from compat_packages import (CUDA_REPO_BASE, DCGM_PACKAGES, DRIVER_PACKAGE_GRAPHS, FABRIC_MANAGER_PACKAGES,  # type: ignore # noqa: F401
                                  IMEX_PACKAGES, NVLSM_PACKAGES, OS_ALIASES, OS_PACKAGE_NAMES, REPO_ARCHES, REPO_BRANCHES, REPO_CUDA_RANGE,
-                                 REPO_DISTROS, REPO_PACKAGES_UNVERIFIED, REPO_SOURCE)
+                                 REPO_DISTROS, REPO_PACKAGES_UNVERIFIED, REPO_SOURCE, REFUSED_OS, SUPPORTED_OS)
 
 __all__ = [
     "CC_SUPPORT", "CUDA_TOOLKITS", "MISSION_CUDA_RANGE", "WHEEL_DRIVER_FLOOR",
@@ -43,6 +44,7 @@ __all__ = [
     "CUDA_REPO_BASE", "DCGM_PACKAGES", "DRIVER_PACKAGE_GRAPHS", "FABRIC_MANAGER_PACKAGES", "IMEX_PACKAGES", "NVLSM_PACKAGES",
     "OS_ALIASES", "OS_PACKAGE_NAMES",
     "REPO_ARCHES", "REPO_BRANCHES", "REPO_CUDA_RANGE", "REPO_DISTROS", "REPO_PACKAGES_UNVERIFIED", "REPO_SOURCE",
+    "REFUSED_OS", "SUPPORTED_OS",
     "RULES",
 ]
 

@@ -39,6 +39,10 @@ Kinds:
   kernel_modules     "proprietary_removed_from_branch" -> the first driver branch NVIDIA ships without the
                      proprietary kernel-module flavour
   os_python          OS id -> the Python X.Y its python3 package installs (what the pytorch role's venv runs)
+  supported_os       OS id -> {name, os_family, package_manager, ansible: ["<distribution> <version>" as the roles
+                     read Ansible's facts]}: NVIDIA supports it AND every stack role handles it (compat_packages
+                     SUPPORTED_OS joins it with the repo and os_python rows; the one OS list, issue 37)
+  refused_os         OS id -> why gpufleet refuses it although NVIDIA publishes a repository for it
 """
 
 from __future__ import annotations
@@ -77,6 +81,25 @@ SOURCES = {
         "url": "https://docs.redhat.com/en/documentation/red_hat_enterprise_linux/9/html/installing_and_using_dynamic_"
                "programming_languages/assembly_introduction-to-python_installing-and-using-dynamic-programming-languages",
         "read": "2026-12-06"},
+    # ------------------------------------------------------------ supported operating systems (issue 37)
+    "cuda-guide-12.8-distros": {
+        "document": "NVIDIA CUDA Installation Guide for Linux 12.8, 1.1 System Requirements, Table 1 'Native Linux "
+                    "Distribution Support in CUDA 12.8' (x86_64 rows RHEL 9.y, RHEL 8.y and Rocky Linux 8.y seen in a "
+                    "stored copy of the table; its Rocky 9, Ubuntu 20.04/22.04/24.04 and Debian 12 rows were not "
+                    "read verbatim here: re-read the table when refreshing this list)",
+        "url": "https://docs.nvidia.com/cuda/archive/12.8.0/cuda-installation-guide-linux/index.html",
+        "read": "2026-12-06"},
+    "ansible-core-2.17-targets": {
+        "document": "Ansible core 2.17 porting guide: 'Python 2.7 and Python 3.6 are no longer supported as target "
+                    "interpreters' (the modules need Python 3.7+ on the node); RHEL 8's /usr/bin/python3 is 3.6 "
+                    "(platform-python), and ansible.cfg sets interpreter_python = /usr/bin/python3",
+        "url": "https://docs.ansible.com/ansible/latest/porting_guides/porting_guide_core_2.17.html",
+        "read": "2026-12-06"},
+    "gpufleet-roles-os": {
+        "document": "gpufleet's own stack roles (nvidia_driver, cuda_toolkit, nccl, pytorch): no vars or tests for "
+                    "this OS, and compat_facts has no os_python row for it (not a fact about NVIDIA: a limit of "
+                    "this collection)",
+        "url": "roles/nvidia_driver/tasks/set_vars.yml", "read": "2026-12-06"},
     # ------------------------------------------------------------ CUDA release notes
     "cuda-rn-13.2.2": {
         "document": "NVIDIA CUDA Toolkit Release Notes, CUDA 13.2 Update 2 edition: Table 3 'CUDA Toolkit and "
@@ -564,6 +587,27 @@ FACTS = (
     + _rows("os_python", "os-python-ubuntu2404", [("ubuntu24.04", "3.12")])
     + _rows("os_python", "os-python-debian12", [("debian12", "3.11")])
     + _rows("os_python", "os-python-rhel9", [("rhel9", "3.9")])
+    + _rows("supported_os", "cuda-guide-12.8-distros", [
+        ("ubuntu20.04", {"name": "Ubuntu 20.04 LTS", "os_family": "Debian", "package_manager": "apt",
+                         "ansible": ["Ubuntu 20.04"]}),
+        ("ubuntu22.04", {"name": "Ubuntu 22.04 LTS", "os_family": "Debian", "package_manager": "apt",
+                         "ansible": ["Ubuntu 22.04"]}),
+        ("ubuntu24.04", {"name": "Ubuntu 24.04 LTS", "os_family": "Debian", "package_manager": "apt",
+                         "ansible": ["Ubuntu 24.04"]}),
+        ("debian12", {"name": "Debian 12", "os_family": "Debian", "package_manager": "apt", "ansible": ["Debian 12"]}),
+        ("rhel9", {"name": "RHEL 9 / Rocky Linux 9", "os_family": "RedHat", "package_manager": "dnf",
+                   "ansible": ["RedHat 9", "Rocky 9"]})])
+    + _rows("refused_os", "ansible-core-2.17-targets", [
+        ("rhel8", "its python3 is 3.6, which ansible-core 2.17 and later cannot run modules with; use RHEL/Rocky 9, "
+                  "or install python3.9+ on the nodes and set ansible_python_interpreter (not tested by gpufleet)")])
+    + _rows("refused_os", "gpufleet-roles-os", [
+        ("debian11", "the stack roles do not handle it (no Python row, no role vars); use Debian 12"),
+        ("debian13", "NVIDIA's driver package names for it were not read and the stack roles do not handle it; "
+                     "use Debian 12"),
+        ("ubuntu26.04", "NVIDIA's driver package names for it were not read and the stack roles do not handle it; "
+                        "use Ubuntu 24.04"),
+        ("rhel10", "NVIDIA's RHEL 10 method (no driver module streams, 620 guide) is not sourced here and the driver "
+                   "role installs module streams; use RHEL/Rocky 9")])
 )
 
 

@@ -23,13 +23,29 @@ CUDA_REPO_BASE = "https://developer.download.nvidia.com/compute/cuda/repos"
 REPO_DISTROS = {os_id: (r["distro"], r["family"], r["graph"]) for os_id, r in sorted(rows("repo").items())}
 # Repositories whose driver package names were not read: they follow their graph's pattern (the plan warns).
 REPO_PACKAGES_UNVERIFIED = sorted(r["distro"] for r in rows("repo").values() if r.get("packages_verified") is False)
-# Clones that use the RHEL repository.
-OS_ALIASES = {
-    "rocky": "rhel", "almalinux": "rhel", "alma": "rhel", "centos": "rhel", "redhat": "rhel",
-    "rocky linux": "rhel", "red hat enterprise linux": "rhel", "ol": "rhel", "oraclelinux": "rhel",
-}
+# Names of RHEL and the clone NVIDIA's installation guide lists (Rocky Linux, compat_facts supported_os): they
+# use the rhel repository. AlmaLinux, CentOS and Oracle Linux are not in the one OS list, so they are no alias
+# and the solver refuses them with the list (the stack roles would refuse them on the node).
+OS_ALIASES = {"rocky": "rhel", "redhat": "rhel", "rocky linux": "rhel", "red hat enterprise linux": "rhel"}
 REPO_ARCHES = {"x86_64": "x86_64", "amd64": "x86_64", "aarch64": "sbsa", "arm64": "sbsa", "sbsa": "sbsa"}
 REPO_SOURCE = cite("repo", "ubuntu22.04")
+
+
+def _supported_os():
+    """The one list of supported operating systems (issue 37): OS id -> name, os_family, package manager,
+    default python3, NVIDIA repository, the roles' "<distribution> <version>" keys and the source that says
+    NVIDIA supports it. Read by the solver, preflight, the stack roles (filter supported_os) and the docs."""
+    pythons = rows("os_python")
+    repos = rows("repo")
+    return {os_id: dict(row, python=pythons[os_id], repository=repos[os_id]["distro"], source=cite("supported_os", os_id))
+            for os_id, row in sorted(rows("supported_os").items())}
+
+
+SUPPORTED_OS = _supported_os()
+# OS ids with an NVIDIA repository that gpufleet refuses at plan time: id -> {reason, source}.
+REFUSED_OS = {os_id: {"reason": reason, "source": cite("refused_os", os_id)}
+              for os_id, reason in sorted(rows("refused_os").items())}
+# An id outside SUPPORTED_OS (refused or unknown) is refused at plan time with the list (stack_solver UNSUPPORTED_OS).
 
 
 def _repo_cuda_range():

@@ -122,8 +122,9 @@ def _join(values):
     return ", ".join(distinct)
 
 
-# Rebuilds of RHEL use the rhel repositories (and the solver's rhel key).
-_RHEL_CLONES = ("rhel", "redhat", "rocky", "almalinux", "alma", "centos", "ol")
+# RHEL and the rebuild in the one supported-OS list (Rocky) use the rhel key; other rebuilds keep their own id,
+# which is not in the list (compat_packages SUPPORTED_OS), so preflight reports them as the solver refuses them.
+_RHEL_CLONES = ("rhel", "redhat", "rocky")
 
 
 def os_key(os_id, version_id):

@@ -198,13 +198,8 @@ def resolve_os(value, arch):
             key = "ubuntu%s.%s" % (major, minor or "04")
         elif name in ("rhel", "debian"):
             key = "%s%s" % (name, major)
-    if key not in _data.REPO_DISTROS:
-        raise StackError(
-            "UNSUPPORTED_OS",
-            "OS %r has no NVIDIA CUDA repository in the compatibility data; supported: %s "
-            "(RHEL clones such as Rocky and AlmaLinux use the rhel repository)." % (
-                value, ", ".join(sorted(_data.REPO_DISTROS))),
-            [{"os": k} for k in sorted(_data.REPO_DISTROS)])
+    if key not in _data.SUPPORTED_OS:
+        _refuse_os(value, key)
     if arch is None:
         arch = "x86_64"
     if not isinstance(arch, str) or arch.strip().lower() not in _data.REPO_ARCHES:
@@ -214,6 +209,20 @@ def resolve_os(value, arch):
             [{"arch": "x86_64"}, {"arch": "aarch64"}])
     distro, family, graph = _data.REPO_DISTROS[key]
     return key, distro, family, graph, _data.REPO_ARCHES[arch.strip().lower()]
+
+
+def _refuse_os(value, key):
+    """An OS outside the one supported list (compat_packages SUPPORTED_OS) is refused at plan time, with
+    the reason where the data gives one (RHEL 8's python 3.6) and the list."""
+    supported = ", ".join("%s (%s)" % (k, row["name"]) for k, row in sorted(_data.SUPPORTED_OS.items()))
+    refused = _data.REFUSED_OS.get(key)
+    why = ("gpufleet does not support %s: %s" % (key, refused["reason"]) if refused
+           else "it is not an OS NVIDIA's CUDA repositories and the stack roles both support")
+    raise StackError(
+        "UNSUPPORTED_OS",
+        "OS %r: %s. Supported: %s; Rocky Linux counts as the RHEL major it rebuilds "
+        "(docs/compatibility.md, Supported operating systems)." % (value, why, supported),
+        [{"os": k} for k in sorted(_data.SUPPORTED_OS)])
 
 
 def repository_cuda_releases(distro):
@@ -698,8 +707,8 @@ def check_repository(ctx, cuda_key):
     if cuda_key not in carried:
         alts = alternatives(ctx)
         # other OSes only where the rest of the request (GPUs, torch, branch) solves there too
-        others = sorted(k for k, v in _data.REPO_DISTROS.items()
-                        if quick_ok(cuda_key, ctx.torch, ctx.fit(distro=v[0])))
+        others = sorted(k for k, v in _data.SUPPORTED_OS.items()
+                        if quick_ok(cuda_key, ctx.torch, ctx.fit(distro=v["repository"])))
         msg = "NVIDIA's %s repository does not carry CUDA %s (it carries %s; %s)." % (
             ctx.distro, cuda_key, ", ".join(carried), rng["source"])
         if alts:

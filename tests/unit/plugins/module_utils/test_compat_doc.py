@@ -26,10 +26,34 @@ def _steps(rule, flavour):
                      for s in rule[flavour]["switch_to"])
 
 
+def _source_key(kind, key):
+    return next("`%s`" % source for k, row_key, _v, source in f.FACTS if k == kind and row_key == key)
+
+
+def _render_supported_os(w):
+    w("### Supported operating systems\n")
+    w("The one list (compat_packages `SUPPORTED_OS`): the stack solver plans only these, preflight checks nodes "
+      "against them and the stack roles accept them (filter `gpufleet.cluster.supported_os`). Any other OS is "
+      "refused at plan time (`UNSUPPORTED_OS`) with this list.\n")
+    w("| os | name | os_family | package manager | python3 | NVIDIA repository | Ansible facts the roles accept | source |")
+    w("|---|---|---|---|---|---|---|---|")
+    for k, row in sorted(d.SUPPORTED_OS.items()):
+        w("| %s | %s | %s | %s | %s | %s | %s | %s |" % (
+            k, row["name"], row["os_family"], row["package_manager"], row["python"], row["repository"],
+            ", ".join(row["ansible"]), _source_key("supported_os", k)))
+    w("\nRefused although NVIDIA publishes a repository for them:\n")
+    w("| os | why | source |")
+    w("|---|---|---|")
+    for k, row in sorted(d.REFUSED_OS.items()):
+        w("| %s | %s | %s |" % (k, row["reason"], _source_key("refused_os", k)))
+    w("\nThe sources are listed under the sourced table below.")
+
+
 def render_tables():
     out = []
     w = out.append
-    w("### CUDA toolkits (Table 3 minimum driver per release, minor-version floor, NCCL)\n")
+    _render_supported_os(w)
+    w("\n### CUDA toolkits (Table 3 minimum driver per release, minor-version floor, NCCL)\n")
     w("| CUDA | release | Table 3 min driver (Linux) | minor-compat floor | libnccl2 version in NVIDIA's repo | package |")
     w("|---|---|---|---|---|---|")
     for c in sorted(d.CUDA_TOOLKITS, key=vkey):

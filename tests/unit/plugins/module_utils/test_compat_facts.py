@@ -16,7 +16,7 @@ from ansible_collections.gpufleet.cluster.plugins.module_utils.gpu_models import
 KINDS = {"os_python", "apt_unversioned", "cuda_release", "cuda_minor_floor", "cuda_nccl", "cc_first_cuda", "cc_last_cuda", "arch_last_branch",
          "branch", "branch_max_cuda", "branch_releases", "driver_release", "branch_recommended", "gpu_cc",
          "gpu_min_driver", "repo", "repo_cuda", "repo_branch", "nvlink_subnet_manager", "imex_domain",
-         "dcgm_release", "kernel_modules"}
+         "dcgm_release", "kernel_modules", "supported_os", "refused_os"}
 
 
 def test_every_row_has_one_known_source_with_a_date():

@@ -6,6 +6,7 @@ import pytest
 import yaml
 
 from fixtures_path import FIXTURES
+from ansible_collections.gpufleet.cluster.plugins.filter.supported_os import supported_os
 from ansible_collections.gpufleet.cluster.plugins.module_utils.findings import validate_finding
 from ansible_collections.gpufleet.cluster.plugins.module_utils.host import parse_lscpu
 from ansible_collections.gpufleet.cluster.plugins.module_utils.ibstat import active_ports, parse_ibstat
@@ -79,7 +80,8 @@ def fixture_training():
     return resolve_profile("training", builtin_profiles())
 
 
-SUPPORTED = yaml.safe_load(DEFAULTS.read_text())["preflight_supported_os"]
+# preflight_supported_os defaults to the one OS list (filter supported_os, tests/unit/roles/test_supported_os_roles.py).
+SUPPORTED = supported_os("ids")
 
 
 def codes(findings):

@@ -203,7 +203,8 @@ def test_volta_and_blackwell_cannot_share_a_driver():
 
 # ------------------------------------------------------------------ 5. packages per OS x flavour
 
-# (os, branch, flavour) -> NVIDIA's documented driver packages, in install order (docs/compatibility.md)
+# (os, branch, flavour) -> NVIDIA's documented driver packages, in install order (docs/compatibility.md); every OS
+# the solver plans (Debian 11 and RHEL 8 are refused: test_supported_os.py)
 DRIVER_CASES = [
     ("ubuntu22.04", "535", "open", ["nvidia-kernel-open-535", "cuda-drivers-535"]),
     ("ubuntu22.04", "535", "proprietary", ["cuda-drivers-535"]),
@@ -215,13 +216,11 @@ DRIVER_CASES = [
     ("ubuntu22.04", "580", "proprietary", ["cuda-drivers-580"]),
     ("ubuntu22.04", "595", "open", ["nvidia-driver-pinning-595", "nvidia-open"]),
     ("ubuntu22.04", "595", "proprietary", ["nvidia-driver-pinning-595", "cuda-drivers"]),
-    ("debian11", "535", "open", ["nvidia-kernel-open-dkms", "cuda-drivers-535"]),
-    ("debian11", "535", "proprietary", ["cuda-drivers-535"]),
     ("debian12", "570", "open", ["nvidia-open-570"]),
     ("debian12", "580", "open", ["nvidia-driver-pinning-580", "nvidia-open"]),
     ("debian12", "580", "proprietary", ["nvidia-driver-pinning-580", "cuda-drivers"]),
-    ("rhel8", "535", "open", ["@nvidia-driver:535-open"]),
-    ("rhel8", "535", "proprietary", ["@nvidia-driver:535-dkms"]),
+    ("rhel9", "535", "open", ["@nvidia-driver:535-open"]),
+    ("rhel9", "535", "proprietary", ["@nvidia-driver:535-dkms"]),
     ("rocky9", "580", "open", ["@nvidia-driver:580-open"]),
     ("rhel9", "580", "proprietary", ["@nvidia-driver:580-dkms"]),
 ]
@@ -283,7 +282,7 @@ CONTRACT_KEYS = {
 }
 
 
-@pytest.mark.parametrize("os_in", sorted(data.REPO_DISTROS))
+@pytest.mark.parametrize("os_in", sorted(data.SUPPORTED_OS))
 def test_plan_contract_keys_and_shapes(os_in):
     # torch 2.7.1 has no wheel for Ubuntu 20.04's Python 3.8; 2.4.1 does (TORCH_NO_WHEEL_FOR_PYTHON, issue 34).
     torch = "2.4.1" if str(os_in).startswith("ubuntu20") else "2.7.1"

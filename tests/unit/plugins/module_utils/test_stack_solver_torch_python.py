@@ -81,10 +81,11 @@ def test_the_alternatives_of_another_refusal_install_on_the_os_python():
             assert "3.10" in data.TORCH_RELEASES[alt["torch"]]["python"]["versions"], alt
 
 
-def test_an_os_without_a_python_row_is_planned_with_a_warning():
-    plan = solve({"torch": "2.4.1", "cuda": "12.4", "os": "rhel8", "gpus": [H100]})
-    assert plan["python"] is None
-    assert any(w.startswith("the Python of rhel8 is not in the compatibility data") for w in plan["warnings"])
+def test_every_os_the_solver_plans_has_a_python_row():
+    # An OS without one (rhel8, debian11) is outside the one OS list and refused (test_supported_os.py).
+    assert set(data.SUPPORTED_OS) <= set(data.OS_PYTHON)
+    for os_id in data.SUPPORTED_OS:
+        assert solve({"torch": "2.4.1", "cuda": "12.6", "os": os_id, "gpus": [H100]})["python"] == data.OS_PYTHON[os_id]
 
 
 def test_each_os_python_row_is_sourced():
