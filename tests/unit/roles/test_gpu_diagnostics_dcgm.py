@@ -107,7 +107,7 @@ def test_packages_without_a_version_stop_with_the_variable_named():
     assert all(render(templar, trust_as_template("{{ %s }}" % c)) for c in task["when"])
     assert render(templar, trust_as_template("{{ %s }}" % task["ansible.builtin.assert"]["that"])) is False
     msg = render(templar, task["ansible.builtin.assert"]["fail_msg"])
-    assert "gpu-r01" in msg and "gpu_diagnostics_package_version is empty" in msg and "1:4.5.2-1" in msg
+    assert "gpu-r01" in msg and "gpu_diagnostics_package_version is empty" in msg and "1:4.6.0-1" in msg
 
 
 @pytest.mark.parametrize("filename", ["install_Debian.yml", "install_RedHat.yml", "service.yml", "main.yml"])

@@ -26,7 +26,7 @@ GHOST = {"gpu_nodes": {"hosts": {"ghost": {
 @pytest.mark.parametrize("extra_vars, needle", [
     ({"preflight_mode": "sloppy"}, "value of preflight_mode must be one of: strict, warn, got: sloppy"),
     ({"preflight_allow_mixed": ["kernal"]}, "preflight_allow_mixed"),
-    ({"gpufleet_profile": "nope"}, "gpufleet_profile (preflight_profile): unknown profile 'nope'"),
+    ({"gpufleet_profile": "nope"}, "[UNKNOWN_PROFILE] gpufleet_profile: unknown profile 'nope'"),
     ({"gpufleet_custom_profiles": {"sim": {"extends": "training", "min_vram_gib": "lots"}}, "gpufleet_profile": "sim"},
      "gpufleet_custom_profiles.sim.min_vram_gib must be a non-negative number"),
 ])
