@@ -49,7 +49,7 @@ MISTAKES = [
     ("unknown-driver-branch", {"gpufleet_stack_request": {"driver_branch": "999"}}, [],
      ["[UNKNOWN_DRIVER_BRANCH]", "'999'", "known branches: "]),
     ("unsupported-os", {"gpufleet_stack_request": {"os": "ubuntu18.04"}}, [],
-     ["[UNSUPPORTED_OS]", "'ubuntu18.04'", "supported: "]),
+     ["[UNSUPPORTED_OS]", "'ubuntu18.04'", "Supported: "]),
     ("torch-variant-without-wheel", {"gpufleet_stack_request": {"torch": "2.1.2", "torch_variant": "cu124", "cuda": "12.1"}},
      [], ["[TORCH_NO_WHEEL_FOR_CUDA]", "cu124", "carries cu118, cu121"]),
     ("torch-cuda-major-mismatch", {"gpufleet_stack_request": {"torch": "2.0.1", "cuda": "12.4"}}, [],
