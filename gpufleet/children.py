@@ -26,6 +26,6 @@ def die_with_parent() -> None:
         _PRCTL(_PR_SET_PDEATHSIG, int(signal.SIGTERM), 0, 0, 0)
 
 
-def run(argv, **kwargs) -> subprocess.CompletedProcess:
+def run(argv, check: bool = False, **kwargs) -> subprocess.CompletedProcess:
     """subprocess.run, the child ended with gpufleet (die_with_parent)."""
-    return subprocess.run(argv, preexec_fn=die_with_parent, **kwargs)  # noqa: PLW1509 - set before exec, nothing else
+    return subprocess.run(argv, preexec_fn=die_with_parent, check=check, **kwargs)  # noqa: PLW1509 - before exec

@@ -77,7 +77,7 @@ def _is_torchvision_for_torch2(version):
 def _clone_test_infra(workdir):
     target = Path(workdir) / "test-infra"
     done = children.run(["git", "clone", "--quiet", "--filter=blob:none", "--no-checkout", TEST_INFRA_URL,
-                           str(target)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, check=False)
+                         str(target)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, check=False)
     if done.returncode != 0:
         raise compat_sources.SourceError("cannot clone %s: %s" % (TEST_INFRA_URL, done.stderr.strip()))
     return target

@@ -83,7 +83,7 @@ def inventory_hosts(inventory: str, group: str = "gpu_nodes") -> dict:
     binary = Path(sys.executable).parent / "ansible-inventory"
     try:
         proc = children.run([str(binary), "-i", inventory, "--list"], capture_output=True, text=True, timeout=300,
-                              check=False)
+                            check=False)
     except (OSError, subprocess.SubprocessError) as exc:
         raise PlanInputError("cannot run ansible-inventory on %s: %s" % (inventory, exc)) from exc
     if proc.returncode != 0:

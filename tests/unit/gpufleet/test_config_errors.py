@@ -216,8 +216,8 @@ def test_the_cli_checks_extra_vars_itself_before_ansible_starts_for_any_stage(ou
      "[UNKNOWN_VARIABLE] variable 'smoke_test_launchr' is not one of gpufleet's and would be ignored; "
      "did you mean 'smoke_test_launcher'?"),
 ], ids=["stack-request-typo", "validate-variable-typo"])
-def test_the_inventorys_configuration_is_checked_before_ansible_starts_for_any_stage(outside, stage, group_vars,
-                                                                                      expected):
+def test_the_inventorys_configuration_is_checked_before_ansible_starts_for_any_stage(
+        outside, stage, group_vars, expected):
     """Not only preflight: `gpufleet run stack` with {torh: 2.3.0} in the inventory once planned the default torch
     (the key ignored with a warning), installed it and exited 0."""
     inventory = _inventory(outside / "inv.json", group_vars)

@@ -163,6 +163,8 @@ def test_a_misspelt_request_key_is_refused_with_the_nearest_not_planned_around(t
     out, err = capsys.readouterr()
     assert code == 2, out + err
     assert "[UNKNOWN_REQUEST_KEY]" in err and "did you mean 'torch'?" in " ".join(err.split()), err
+
+
 def test_a_host_outside_the_one_os_list_is_refused_at_plan_time_with_the_list(tmp_path, capsys):
     # issue 37: AlmaLinux and RHEL 8 are not planned as rhel (the stack roles would refuse them on the node).
     inventory, cache = write_inventory(tmp_path, {"gpu-a": None, "gpu-b": None},
